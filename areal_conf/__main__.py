@@ -1,0 +1,5 @@
+import sys
+
+from areal_conf.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""One table of what each backend accepts; every rule about backends reads it."""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+DIM_NAMES: Final = {
+    "d": "data",
+    "t": "tensor",
+    "p": "pipeline",
+    "c": "context",
+    "e": "expert",
+}
+# Canonical print order of SPEC §2.
+DIM_ORDER: Final = "dptce"
+MAX_SIZE: Final = 2**20
+
+
+class BackendRule(NamedTuple):
+    kind: str  # "inference" or "training"
+    dims: str  # dimensions with sizes > 1 allowed
+    hybrid: bool
+
+
+BACKENDS: Final[dict[str, BackendRule]] = {
+    "sglang": BackendRule("inference", "dtp", False),
+    "vllm": BackendRule("inference", "dtp", False),
+    "fsdp": BackendRule("training", "dtc", False),
+    "megatron": BackendRule("training", "dtpce", True),
+    "archon": BackendRule("training", "dtpce", True),
+}
+INFERENCE_BACKENDS: Final = tuple(b for b, r in BACKENDS.items() if r.kind == "inference")
+TRAINING_BACKENDS: Final = tuple(b for b, r in BACKENDS.items() if r.kind == "training")
+
+
+def backends_supporting(letter: str) -> list[str]:
+    return [name for name, rule in BACKENDS.items() if letter in rule.dims]
+
+
+def join_or(names: list[str]) -> str:
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " or " + names[-1]

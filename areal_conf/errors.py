@@ -1,0 +1,54 @@
+"""The one exception type of areal-conf, rendered like a compiler diagnostic."""
+
+from __future__ import annotations
+
+
+class AllocationError(ValueError):
+    """A rejected allocation: what is wrong, where, and how to fix it.
+
+    ``spec`` is the offending input, ``position`` the 0-based index of the first
+    offending character (``None`` when the error concerns the whole input), ``length``
+    how many characters the caret underlines, ``hint`` the fix.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        spec: object = None,
+        position: int | None = None,
+        *,
+        length: int = 1,
+        hint: str = "",
+    ) -> None:
+        self.reason = reason
+        self.spec = spec
+        self.position = position
+        self.length = max(1, length)
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [self.reason]
+        if isinstance(self.spec, str) and len(self.spec) <= 200:
+            # One printable character per input character keeps the caret aligned.
+            lines.append("    " + "".join(c if c.isprintable() else "?" for c in self.spec))
+            if self.position is not None:
+                lines.append("    " + " " * self.position + "^" * self.length)
+        elif isinstance(self.spec, str):
+            near = self.position or 0
+            window = self.spec[max(0, near - 30) : near + 30]
+            lines.append(f"    {window!r} (near character {near} of {len(self.spec)})")
+        elif self.spec is not None:
+            shown = repr(self.spec)
+            if len(shown) > 80:
+                shown = shown[:60] + f"... ({len(shown)} characters)"
+            lines.append("    " + shown)
+        if self.hint:
+            lines.append("hint: " + self.hint)
+        return "\n".join(lines)
+
+    def with_context(self, key: str) -> AllocationError:
+        """The same error, its first line prefixed with the config key it came from."""
+        return AllocationError(
+            f"{key}: {self.reason}", self.spec, self.position, length=self.length, hint=self.hint
+        )

@@ -1,0 +1,584 @@
+"""Translation of AReaL's deprecated top-level ``allocation_mode`` (SPEC §6).
+
+``allocation_mode`` described every engine in one string; areal-conf configures each
+engine through its own ``<engine>.backend`` field instead.  This module turns a legacy
+string into the equivalent Hydra overrides (or YAML), so that the error which rejects
+``allocation_mode`` can say exactly what to write instead.
+
+Legacy syntax accepted (the union of what AReaL's ``alloc_mode.py`` grammars accepted
+over time, old and new):
+
+* ``a+b+c``          components on separate GPUs ("disaggregation");
+* ``a|b|c``          ``b`` and ``c`` colocated with ``a`` (``|`` binds tighter than
+  ``+``); a ``|`` inside parentheses, or one followed by ``ffn``, belongs to the
+  hybrid MoE form ``(attn:..|ffn:..)`` / ``attn:..|ffn:..`` instead;
+* ``backend:dims``, ``backend:(attn:..|ffn:..)``, ``backend:attn:..|ffn:..``;
+* ``backend[name]:dims``  a named component (AReaL's docstrings also spell it
+  ``backend(name)`` in prose, but its grammar only ever parsed square brackets);
+* ``[name]:dims``    named, backend chosen by the auto-backend rule below;
+* ``sglang.d4p1t1``  the old dot form (inference backends only, as in AReaL);
+* bare training dims ``d4p2t1`` and a bare hybrid ``(attn:..|ffn:..)``: the old
+  auto-backend rule, megatron when ``p > 1`` or ``e > 1`` (and for every hybrid),
+  otherwise fsdp;
+* ``inference+eval`` / ``inference+cpu``: evaluation on CPU, which needs no engine,
+  so the ``eval``/``cpu`` component translates to nothing.
+
+Unnamed components: an inference component is ``rollout`` and the first training
+component is ``actor``.  AReaL accepted a second unnamed training component but then
+could not tell which model it was (its ``train`` property raised "ambiguous"), so
+that is an error asking for a name.
+
+Deliberately not supported (each is an AllocationError with a hint):
+
+* component names other than the five engines of SPEC §1 (AReaL accepted any
+  identifier, e.g. ``sglang[r]:d2``); the hint suggests the engine meant;
+* a second unnamed inference or training component, and duplicate names;
+* ``eval``/``cpu`` inside a ``|`` group, and ``[name]`` followed by a ``.``;
+* colocated components whose world sizes differ (AReaL rejected them too).
+
+Deliberately more lenient than AReaL: three or more components need not all be named
+when the rules above name them unambiguously, and a hybrid component may be named.
+
+This module must not import Hydra; it imports the parser lazily because the parser
+imports this module lazily to build its hints for legacy strings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import NamedTuple
+
+from areal_conf.allocation import ModelAllocation
+from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, join_or
+from areal_conf.errors import AllocationError
+
+__all__ = [
+    "ENGINES",
+    "format_overrides",
+    "migrate_allocation_mode",
+    "migration_yaml",
+]
+
+# Engines of SPEC §1; only rollout runs an inference backend.
+ENGINES: tuple[str, ...] = ("rollout", "actor", "critic", "ref", "teacher")
+_INFERENCE_ENGINES = frozenset({"rollout"})
+# Engines whose default scheduling is colocation with the actor (SPEC §1): when a
+# legacy string puts them on their own GPUs, the translation must say so.
+_DEFAULT_COLOCATED = frozenset({"critic", "ref"})
+# AReaL's old ``inference+eval`` form: evaluation processes on CPU, no engine.
+_EVAL_WORDS = frozenset({"eval", "cpu"})
+
+_BLANKS = " \t"
+_HEADER = re.compile(
+    r"(?P<backend>[A-Za-z_][A-Za-z0-9_]*)?[ \t]*"
+    r"(?:\[(?P<name>[^\[\]]*)\][ \t]*)?"
+    r"(?P<sep>[:.])",
+    re.ASCII,
+)
+_BARE_START = re.compile(r"(?:\(|attn[ \t]*:|[dtpce](?![A-Za-z_]))", re.ASCII)
+_SIZED_DIM = re.compile(r"([dtpce])[ \t]*([0-9]+)", re.ASCII)
+_FFN_AHEAD = re.compile(r"[ \t]*ffn", re.ASCII)
+
+
+class _Entry(NamedTuple):
+    """One engine of the translation."""
+
+    engine: str
+    backend: str  # canonical spec, e.g. ``sglang:d4t2``
+    scheduling: str | None  # ``colocation``/``separation`` when it must be set
+    target: str | None
+
+
+class _Component(NamedTuple):
+    start: int  # span in the legacy string, blanks stripped
+    end: int
+    name: str | None  # from ``backend[name]:``
+    name_pos: int
+    alloc: ModelAllocation
+
+
+# --------------------------------------------------------------------------- public
+
+
+def migrate_allocation_mode(legacy: str) -> list[str]:
+    """Hydra overrides equivalent to a deprecated ``allocation_mode`` string.
+
+    >>> migrate_allocation_mode("sglang:d4t2+fsdp:d8")
+    ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']
+
+    Values are canonical backend strings (``str(parse_backend(...))``), unescaped; pass
+    the list to :func:`format_overrides` for a command line.  Raises
+    :class:`AllocationError` whose ``spec`` is ``legacy`` and whose ``position``
+    points into it.
+    """
+    overrides: list[str] = []
+    for entry in _translate(legacy):
+        overrides.append(f"{entry.engine}.backend={entry.backend}")
+        if entry.scheduling is not None:
+            overrides.append(f"{entry.engine}.scheduling_strategy.type={entry.scheduling}")
+        if entry.target is not None:
+            overrides.append(f"{entry.engine}.scheduling_strategy.target={entry.target}")
+    return overrides
+
+
+def migration_yaml(legacy: str) -> str:
+    """The translation of :func:`migrate_allocation_mode` as a YAML block.
+
+    Every scalar is double-quoted, so ``yaml.safe_load`` gives back exactly the
+    strings of the overrides.  The block ends with a newline.
+    """
+    lines: list[str] = []
+    for entry in _translate(legacy):
+        lines.append(f"{entry.engine}:")
+        lines.append(f"  backend: {_yaml_quote(entry.backend)}")
+        if entry.scheduling is not None or entry.target is not None:
+            lines.append("  scheduling_strategy:")
+            if entry.scheduling is not None:
+                lines.append(f"    type: {_yaml_quote(entry.scheduling)}")
+            if entry.target is not None:
+                lines.append(f"    target: {_yaml_quote(entry.target)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_overrides(overrides: Sequence[str]) -> str:
+    """One shell line of Hydra overrides, each escaped for POSIX sh and for Hydra.
+
+    ``key=value`` items whose value Hydra reads back as the same string without
+    quotes stay as they are (``rollout.backend=sglang:d4t2``); other values are put
+    in Hydra single quotes and the item in shell quotes
+    (``"actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'"``).  After the shell
+    has split the line, Hydra's override parser yields each original key and value.
+    Keys may carry Hydra's ``+``/``++`` prefix.
+    """
+    if isinstance(overrides, str):
+        raise AllocationError(
+            "format_overrides expects a list of overrides, not a string",
+            overrides,
+            hint="pass e.g. ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']",
+        )
+    return " ".join(_format_override(item) for item in overrides)
+
+
+# ---------------------------------------------------------------------- translation
+
+# Re-entrancy guard, see _translate.
+_ACTIVE: ContextVar[bool] = ContextVar("areal_conf_legacy_active", default=False)
+
+
+def _translate(legacy: object) -> list[_Entry]:
+    if not isinstance(legacy, str):
+        raise AllocationError(
+            f"allocation_mode must be a string, got {type(legacy).__name__}",
+            legacy,
+            hint='write it in quotes, e.g. allocation_mode: "sglang:d4t2+fsdp:d8"',
+        )
+    if not legacy.strip(_BLANKS):
+        raise AllocationError(
+            "empty allocation_mode",
+            legacy,
+            hint="set each engine's backend instead, e.g. "
+            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+        )
+    # The parser calls back into this module for hints on legacy-looking strings.  The
+    # components handed to it never look legacy, but guard against a loop anyway.
+    if _ACTIVE.get():
+        raise AllocationError("nested allocation_mode translation", legacy)
+    token = _ACTIVE.set(True)
+    try:
+        groups: list[list[_Component]] = []
+        for spans in _split(legacy):
+            group: list[_Component] = []
+            for start, end in spans:
+                if legacy[start:end] in _EVAL_WORDS:
+                    if len(spans) > 1:
+                        raise AllocationError(
+                            f"'{legacy[start:end]}' cannot be colocated",
+                            legacy,
+                            start,
+                            length=end - start,
+                            hint="evaluation on CPU is written with '+', e.g. sglang:d4t2+eval",
+                        )
+                    continue  # CPU evaluation: no engine, nothing to translate
+                group.append(_component(legacy, start, end))
+            if group:
+                groups.append(group)
+    finally:
+        _ACTIVE.reset(token)
+    return _assign(legacy, groups)
+
+
+def _split(legacy: str) -> list[list[tuple[int, int]]]:
+    """``+``-separated groups of ``|``-separated component spans (blanks stripped)."""
+    depth = 0
+    open_at: list[int] = []
+    groups: list[list[tuple[int, int]]] = []
+    group: list[tuple[int, int]] = []
+    start = 0
+    for i, ch in enumerate(legacy):
+        if ch == "(":
+            depth += 1
+            open_at.append(i)
+        elif ch == ")":
+            if depth == 0:
+                raise AllocationError(
+                    "unbalanced parenthesis: ')' without '('",
+                    legacy,
+                    i,
+                    hint="parentheses only enclose a hybrid layout, "
+                    "e.g. megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
+                )
+            depth -= 1
+            open_at.pop()
+        elif depth == 0 and ch == "+":
+            group.append(_span(legacy, start, i, "+"))
+            groups.append(group)
+            group = []
+            start = i + 1
+        elif depth == 0 and ch == "|" and not _FFN_AHEAD.match(legacy, i + 1):
+            group.append(_span(legacy, start, i, "|"))
+            start = i + 1
+    if depth:
+        raise AllocationError(
+            "unbalanced parenthesis: '(' is never closed",
+            legacy,
+            open_at[-1],
+            hint="close it after the ffn section, e.g. megatron:(attn:d4p2t2|ffn:e4)",
+        )
+    group.append(_span(legacy, start, len(legacy), None))
+    groups.append(group)
+    return groups
+
+
+def _span(legacy: str, start: int, end: int, sep: str | None) -> tuple[int, int]:
+    s, e = start, end
+    while s < e and legacy[s] in _BLANKS:
+        s += 1
+    while e > s and legacy[e - 1] in _BLANKS:
+        e -= 1
+    if s == e:
+        where = "before" if sep is not None else "after"
+        around = sep if sep is not None else legacy[start - 1]
+        raise AllocationError(
+            f"empty component {where} '{around}'",
+            legacy,
+            end if sep is not None else start - 1,
+            hint="'+' separates engines and '|' colocates engines, "
+            "e.g. sglang:d4t2+fsdp:d8 or sglang[rollout]:d2+fsdp[actor]:d4|fsdp[critic]:d4",
+        )
+    return s, e
+
+
+def _component(legacy: str, start: int, end: int) -> _Component:
+    """Parse one component; its backend string goes through ``parse_backend``."""
+    text = legacy[start:end]
+    name: str | None = None
+    name_pos = start
+    # The per-engine spec is head + legacy[body_start:end]; head_pos gives the
+    # position in ``legacy`` of each character of head.
+    head = ""
+    head_pos: list[int] = []
+    body_start = start
+    auto = False
+
+    m = _HEADER.match(text)
+    if m and not (m.group("backend") == "attn" and m.group("name") is None):
+        if m.group("name") is not None:
+            name, name_pos = _name(legacy, start + m.start("name"), start + m.end("name"))
+        backend = m.group("backend")
+        sep = m.group("sep")
+        body_start = start + m.end()
+        if backend is None:
+            if sep != ":":
+                raise AllocationError(
+                    "expected ':' after the component name",
+                    legacy,
+                    start + m.start("sep"),
+                    hint=f"write [{name}]:dims, or better name the backend too, "
+                    f"e.g. fsdp[{name}]:d4",
+                )
+            auto = True
+        else:
+            if sep == "." and backend in INFERENCE_BACKENDS:
+                sep = ":"  # the old dot form, e.g. sglang.d4p1t1
+            b0 = start + m.start("backend")
+            head = backend + sep
+            head_pos = [*range(b0, b0 + len(backend)), start + m.start("sep")]
+    elif _BARE_START.match(text):
+        auto = True
+    # Anything else (e.g. "fdsp", "FSDP d4") is no legacy form: the parser says what
+    # is wrong with it.
+
+    for bracket in "[]":
+        at = legacy.find(bracket, body_start, end)
+        if at >= 0:
+            raise AllocationError(
+                f"unexpected '{bracket}'",
+                legacy,
+                at,
+                hint="a component name goes between the backend and ':', e.g. fsdp[critic]:d4",
+            )
+
+    # A '|' left in a component is inside parentheses: only the hybrid form's
+    # "|ffn:" may be there (the parser would take any other '|' for colocation).
+    bar = legacy.find("|", body_start, end)
+    while bar >= 0:
+        if not _FFN_AHEAD.match(legacy, bar + 1):
+            raise AllocationError(
+                "expected the section label 'ffn:' after '|' inside parentheses",
+                legacy,
+                bar + 1,
+                hint="the hybrid form is (attn:<dims>|ffn:<dims>), "
+                "e.g. megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
+            )
+        bar = legacy.find("|", bar + 1, end)
+
+    body = legacy[body_start:end]
+    if auto:
+        head = _auto_backend(body) + ":"
+        head_pos = [body_start] * len(head)
+    positions = [*head_pos, *range(body_start, end), end]
+    alloc = _parse(legacy, head + body, positions)
+    if name is not None:
+        _check_name(legacy, name, name_pos, alloc)
+    return _Component(start, end, name, name_pos, alloc)
+
+
+def _name(legacy: str, s: int, e: int) -> tuple[str, int]:
+    while s < e and legacy[s] in _BLANKS:
+        s += 1
+    while e > s and legacy[e - 1] in _BLANKS:
+        e -= 1
+    if s == e:
+        raise AllocationError(
+            "empty component name",
+            legacy,
+            s,
+            hint=f"name one of the engines {join_or(list(ENGINES))}, or leave out the brackets",
+        )
+    return legacy[s:e], s
+
+
+def _auto_backend(body: str) -> str:
+    """AReaL's old rule for training dims without a backend."""
+    if "attn" in body or "ffn" in body:
+        return "megatron"
+    for letter, digits in _SIZED_DIM.findall(body):
+        if letter in "pe" and int(digits) > 1:
+            return "megatron"
+    return "fsdp"
+
+
+def _parse(legacy: str, spec: str, positions: list[int]) -> ModelAllocation:
+    from areal_conf.parser import parse_backend
+
+    try:
+        return parse_backend(spec)
+    except AllocationError as err:
+        position = None
+        length = err.length
+        if err.position is not None:
+            last_index = len(positions) - 1
+            first = min(max(err.position, 0), last_index)
+            last = min(max(err.position + err.length - 1, first), last_index)
+            position = positions[first]
+            length = max(1, positions[last] - position + 1)
+        raise AllocationError(err.reason, legacy, position, length=length, hint=err.hint) from None
+
+
+def _check_name(legacy: str, name: str, name_pos: int, alloc: ModelAllocation) -> None:
+    inference = alloc.is_inference
+    if name not in ENGINES:
+        fitting = [e for e in ENGINES if (e in _INFERENCE_ENGINES) == inference]
+        hint = f"component names are the engines {join_or(list(ENGINES))}"
+        guess = _guess(name, fitting)
+        if guess:
+            hint += f"; did you mean {guess}?"
+        raise AllocationError(
+            f"unknown component name '{name}': not an engine",
+            legacy,
+            name_pos,
+            length=len(name),
+            hint=hint,
+        )
+    wanted = "inference" if name in _INFERENCE_ENGINES else "training"
+    if (wanted == "inference") != inference:
+        article = "an" if wanted == "inference" else "a"
+        kind = "an inference" if inference else "a training"
+        backends = [b for b, r in BACKENDS.items() if r.kind == wanted]
+        raise AllocationError(
+            f"'{name}' is {article} {wanted} engine but {alloc.backend} is {kind} backend",
+            legacy,
+            name_pos,
+            length=len(name),
+            hint=f"use {join_or(backends)} for '{name}'",
+        )
+
+
+def _guess(name: str, candidates: list[str]) -> str | None:
+    low = name.lower()
+    for cand in candidates:
+        if cand.startswith(low) or low.startswith(cand):
+            return cand
+    close = difflib.get_close_matches(low, candidates, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
+    """Name the unnamed components (SPEC §6) and work out the scheduling."""
+    engine_of: dict[int, str] = {}  # id(component) -> engine
+    explicit: set[str] = set()
+    for comp in (c for group in groups for c in group):
+        if comp.name is None:
+            continue
+        if comp.name in explicit:
+            free = [e for e in ENGINES if e not in explicit]
+            raise AllocationError(
+                f"engine '{comp.name}' appears twice",
+                legacy,
+                comp.name_pos,
+                length=len(comp.name),
+                hint=f"each engine gets one component; name this one {join_or(free)}, or remove it",
+            )
+        explicit.add(comp.name)
+        engine_of[id(comp)] = comp.name
+
+    unnamed_training = 0
+    for comp in (c for group in groups for c in group):
+        if comp.name is not None:
+            continue
+        if comp.alloc.is_inference:
+            if "rollout" in explicit:
+                raise AllocationError(
+                    "a second inference component: 'rollout' is the only inference engine",
+                    legacy,
+                    comp.start,
+                    length=comp.end - comp.start,
+                    hint="give the rollout engine one backend; remove one of the "
+                    "inference components",
+                )
+            engine = "rollout"
+        else:
+            unnamed_training += 1
+            if unnamed_training > 1 or "actor" in explicit:
+                reason = (
+                    "a second unnamed training component: only the first one is the actor"
+                    if unnamed_training > 1
+                    else "an unnamed training component, but 'actor' is named elsewhere"
+                )
+                named = str(comp.alloc).replace(":", "[critic]:", 1)
+                raise AllocationError(
+                    reason,
+                    legacy,
+                    comp.start,
+                    length=comp.end - comp.start,
+                    hint=f"name the engine it is for, e.g. {named} (critic, ref or teacher)",
+                )
+            engine = "actor"
+        explicit.add(engine)
+        engine_of[id(comp)] = engine
+
+    entries: list[_Entry] = []
+    for group in groups:
+        first = group[0]
+        first_engine = engine_of[id(first)]
+        sched = "separation" if first_engine in _DEFAULT_COLOCATED else None
+        entries.append(_Entry(first_engine, str(first.alloc), sched, None))
+        for comp in group[1:]:
+            engine = engine_of[id(comp)]
+            if comp.alloc.world_size != first.alloc.world_size:
+                raise AllocationError(
+                    f"'{engine}' is colocated with '{first_engine}' but needs "
+                    f"{comp.alloc.world_size} GPUs, not {first.alloc.world_size}",
+                    legacy,
+                    comp.start,
+                    length=comp.end - comp.start,
+                    hint="colocated engines share their target's GPUs, so their world "
+                    "sizes (d×t×p×c) must be equal; or separate them with '+'",
+                )
+            entries.append(_Entry(engine, str(comp.alloc), "colocation", first_engine))
+    if not entries:
+        raise AllocationError(
+            "allocation_mode names no engine",
+            legacy,
+            hint="e.g. sglang:d4t2+fsdp:d8",
+        )
+    return entries
+
+
+# ------------------------------------------------------------------------- escaping
+
+_KEY = re.compile(r"(?:\+\+|\+)?[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
+# Values Hydra's override grammar reads back unchanged, as a string, without quotes.
+_PLAIN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_:./-]*", re.ASCII)
+_HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
+_DOUBLE_QUOTE_UNSAFE = frozenset('"$`\\!')
+_QUOTE_BACKSLASHES = re.compile(r"(\\*)'")
+_TRAILING_BACKSLASHES = re.compile(r"(\\+)$")
+
+
+def _format_override(item: object) -> str:
+    if not isinstance(item, str) or "=" not in item:
+        raise AllocationError(
+            "an override must be a string key=value",
+            item,
+            hint="e.g. rollout.backend=sglang:d4t2",
+        )
+    key, value = item.split("=", 1)
+    if not _KEY.fullmatch(key):
+        raise AllocationError(
+            "not a Hydra config key",
+            item,
+            0,
+            length=len(key),
+            hint="keys are dotted names, e.g. actor.scheduling_strategy.type",
+        )
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        bad = next(i for i, ch in enumerate(value) if ord(ch) < 32 or ord(ch) == 127)
+        raise AllocationError(
+            "a control character cannot be written on one shell line",
+            item,
+            len(key) + 1 + bad,
+            hint="remove line breaks and tabs from the value",
+        )
+    if _PLAIN_VALUE.fullmatch(value) and value.lower() not in _HYDRA_WORDS:
+        token = f"{key}={value}"
+    else:
+        token = f"{key}={_hydra_quote(value)}"
+    return _shell_quote(token)
+
+
+def _hydra_quote(value: str) -> str:
+    """A Hydra single-quoted string: backslashes are escaped only before a quote."""
+    inner = _QUOTE_BACKSLASHES.sub(lambda m: m.group(1) * 2 + "\\'", value)
+    inner = _TRAILING_BACKSLASHES.sub(lambda m: m.group(1) * 2, inner)
+    return f"'{inner}'"
+
+
+def _shell_quote(token: str) -> str:
+    if _SHELL_SAFE.fullmatch(token):
+        return token
+    if not any(ch in _DOUBLE_QUOTE_UNSAFE for ch in token):
+        return f'"{token}"'
+    return shlex.quote(token)
+
+
+def _yaml_quote(value: str) -> str:
+    """A YAML double-quoted scalar for any string (non-ASCII written as escapes)."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif 32 <= code < 127:
+            out.append(ch)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)

@@ -1,0 +1,404 @@
+"""Tests for the translation of the deprecated ``allocation_mode`` (SPEC §6)."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from areal_conf.errors import AllocationError
+from areal_conf.legacy import format_overrides, migrate_allocation_mode, migration_yaml
+from areal_conf.parser import parse_backend
+
+HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    # The required cases.
+    (
+        "sglang:d4t2+fsdp:d8",
+        ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"],
+    ),
+    (
+        "sglang.d4p1t1+d4p1t1",
+        ["rollout.backend=sglang:d4", "actor.backend=fsdp:d4"],
+    ),
+    ("d8p1t1", ["actor.backend=fsdp:d8"]),
+    (
+        "sglang:d4+megatron:d2p2",
+        ["rollout.backend=sglang:d4", "actor.backend=megatron:d2p2"],
+    ),
+    (
+        "sglang[rollout]:d2+fsdp[actor]:d4|fsdp[critic]:d4",
+        [
+            "rollout.backend=sglang:d2",
+            "actor.backend=fsdp:d4",
+            "critic.backend=fsdp:d4",
+            "critic.scheduling_strategy.type=colocation",
+            "critic.scheduling_strategy.target=actor",
+        ],
+    ),
+    (
+        "vllm:d2t4+megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
+        ["rollout.backend=vllm:d2t4", f"actor.backend={HYBRID}"],
+    ),
+    # Auto-backend rule for bare training dims: megatron when p > 1 or e > 1.
+    ("sglang.d2t2+d2p2t1", ["rollout.backend=sglang:d2t2", "actor.backend=megatron:d2p2"]),
+    ("d4e2", ["actor.backend=megatron:d4e2"]),
+    ("d4c2t1", ["actor.backend=fsdp:d4c2"]),
+    ("d1p1t1", ["actor.backend=fsdp:d1"]),
+    # Bare hybrid, with and without parentheses: megatron.
+    ("(attn:d4p2t2c2|ffn:d2p2t4e2)", [f"actor.backend={HYBRID}"]),
+    ("sglang:d4+attn:d4p2|ffn:e4", ["rollout.backend=sglang:d4", "actor.backend=megatron:d4p2e4"]),
+    # Hybrid without parentheses after a backend: the '|' is not colocation.
+    (
+        "sglang:d4+megatron:attn:d4p2t2c2|ffn:d2p2t4e2",
+        ["rollout.backend=sglang:d4", f"actor.backend={HYBRID}"],
+    ),
+    (
+        "sglang:d4+archon:(attn:d2t2|ffn:t2e2)",
+        ["rollout.backend=sglang:d4", "actor.backend=archon:(attn:d2t2|ffn:t2e2)"],
+    ),
+    # Named components, with the auto-backend too.
+    ("[actor]:d2p2", ["actor.backend=megatron:d2p2"]),
+    ("sglang[rollout]:d2+[actor]:d4", ["rollout.backend=sglang:d2", "actor.backend=fsdp:d4"]),
+    # Inference only; AReaL's "+eval"/"+cpu" (evaluation on CPU, no engine).
+    ("vllm:d2t4", ["rollout.backend=vllm:d2t4"]),
+    ("sglang:d4t2+eval", ["rollout.backend=sglang:d4t2"]),
+    ("sglang.d4+cpu", ["rollout.backend=sglang:d4"]),
+    # AReaL's old "inference|training" colocation.
+    (
+        "vllm:d2t4|megatron:d2t2p2",
+        [
+            "rollout.backend=vllm:d2t4",
+            "actor.backend=megatron:d2p2t2",
+            "actor.scheduling_strategy.type=colocation",
+            "actor.scheduling_strategy.target=rollout",
+        ],
+    ),
+    # critic and ref default to colocation with the actor (SPEC §1): separated ones
+    # must say so.
+    (
+        "sglang:d2+fsdp:d4+fsdp[critic]:d4",
+        [
+            "rollout.backend=sglang:d2",
+            "actor.backend=fsdp:d4",
+            "critic.backend=fsdp:d4",
+            "critic.scheduling_strategy.type=separation",
+        ],
+    ),
+    (
+        "sglang[rollout]:d2+fsdp[ref]:d4|fsdp[actor]:d4+megatron[teacher]:d2p2",
+        [
+            "rollout.backend=sglang:d2",
+            "ref.backend=fsdp:d4",
+            "ref.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=colocation",
+            "actor.scheduling_strategy.target=ref",
+            "teacher.backend=megatron:d2p2",
+        ],
+    ),
+    (
+        "sglang:d4+fsdp[actor]:d4|fsdp[critic]:d2t2|fsdp[ref]:d4",
+        [
+            "rollout.backend=sglang:d4",
+            "actor.backend=fsdp:d4",
+            "critic.backend=fsdp:d2t2",
+            "critic.scheduling_strategy.type=colocation",
+            "critic.scheduling_strategy.target=actor",
+            "ref.backend=fsdp:d4",
+            "ref.scheduling_strategy.type=colocation",
+            "ref.scheduling_strategy.target=actor",
+        ],
+    ),
+    # Blanks between tokens are ignored, as AReaL's grammar did.
+    (
+        " sglang [ rollout ] : d4 t2 + fsdp : d8 ",
+        ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"],
+    ),
+    # Values are canonical.
+    ("sglang:t2d4p1+fsdp:t1d8c1", ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"]),
+    ("megatron:(attn:d2p2t4|ffn:e4)", ["actor.backend=megatron:d2p2t4e4"]),
+]
+
+
+@pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
+def test_migrate(legacy: str, expected: list[str]) -> None:
+    assert migrate_allocation_mode(legacy) == expected
+
+
+@pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
+def test_migrated_values_are_canonical(legacy: str, expected: list[str]) -> None:
+    for override in migrate_allocation_mode(legacy):
+        key, value = override.split("=", 1)
+        if key.endswith(".backend"):
+            assert str(parse_backend(value)) == value
+
+
+ERRORS: list[tuple[object, int | None, str]] = [
+    # (legacy, position, message fragment)
+    ("fsdp[policy]:d4", 5, "unknown component name 'policy'"),
+    ("sglang[r]:d2+fsdp[a]:d4", 7, "did you mean rollout"),
+    ("sglang:d2+fsdp[c]:d4", 15, "did you mean critic"),
+    ("sglang[actor]:d2", 7, "'actor' is a training engine"),
+    ("fsdp[rollout]:d2", 5, "'rollout' is an inference engine"),
+    ("[rollout]:d2", 1, "'rollout' is an inference engine"),
+    ("fsdp[]:d4", 5, "empty component name"),
+    ("fsdp[actor]:d4+fsdp[actor]:d4", 20, "engine 'actor' appears twice"),
+    # A second unnamed training component is ambiguous (AReaL: "ambiguous 'train'").
+    ("sglang:d2+fsdp:d4+fsdp:d4", 18, "second unnamed training component"),
+    ("sglang:d2+fsdp:d4+fsdp:d4", 18, "fsdp[critic]:d4"),
+    ("fsdp:d4+fsdp[actor]:d4", 0, "'actor' is named elsewhere"),
+    ("sglang:d2+vllm:d2", 10, "second inference component"),
+    ("sglang[rollout]:d2+vllm:d2", 19, "second inference component"),
+    # Errors inside a component point into the whole string.
+    ("sglang:d4t2+fsdp:d4p2", 19, "fsdp does not support pipeline parallelism"),
+    ("sglang:d4+fdsp:d8", 10, "unknown backend 'fdsp'"),
+    ("sglang:d4+FSDP[actor]:d8", 10, "unknown backend 'FSDP'"),
+    ("sglang:d4+fsdp:d2d4", 17, "duplicate dimension 'd'"),
+    ("sglang:d4+fsdp:d0", 16, "at least 1"),
+    ("sglang:d4+fsdp.d8", 14, "'.' between backend and dimensions"),
+    ("sglang:d4+d\u0664", 11, "not an ASCII digit"),
+    ("sglang:d4+fsdp:", 15, "missing dimensions"),
+    ("sglang:d4c2+fsdp:d8", 9, "sglang does not support context parallelism"),
+    ("vllm:d2+megatron:(attn:d4|ffn:d2)", 30, "world sizes differ"),
+    ("vllm:d2+megatron:(attn:d4e2|ffn:d2)", 25, "not allowed in the attn section"),
+    ("vllm:d2+fsdp:(attn:d4|ffn:e2)", 13, "fsdp does not support the hybrid"),
+    ("vllm:d2+megatron:(attn:d4|x:d2)", 26, "expected the section label 'ffn:'"),
+    # Structure.
+    ("sglang:d4+", 9, "empty component after '+'"),
+    ("+fsdp:d4", 0, "empty component before '+'"),
+    ("sglang:d4||fsdp:d4", 10, "empty component before '|'"),
+    ("sglang:d4+  +fsdp:d4", 12, "empty component"),
+    ("vllm:d2+megatron:(attn:d4|ffn:d2", 17, "'(' is never closed"),
+    ("vllm:d2)+fsdp:d4", 7, "')' without '('"),
+    ("fsdp[actor:d4", 4, "unexpected '['"),
+    ("fsdp:d4]", 7, "unexpected ']'"),
+    ("sglang:d4+[critic].d4", 18, "expected ':' after the component name"),
+    ("fsdp[actor]:d4|eval", 15, "'eval' cannot be colocated"),
+    ("eval", None, "names no engine"),
+    # Colocated components share GPUs: world sizes must match (AReaL rejects too).
+    ("sglang:d2|fsdp:d4", 10, "needs 4 GPUs, not 2"),
+    ("", None, "empty allocation_mode"),
+    ("  ", None, "empty allocation_mode"),
+    (8, None, "must be a string"),
+    (None, None, "must be a string"),
+]
+
+
+@pytest.mark.parametrize(("legacy", "position", "fragment"), ERRORS)
+def test_migrate_errors(legacy: object, position: int | None, fragment: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        migrate_allocation_mode(legacy)  # type: ignore[arg-type]
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.position == position
+    assert fragment in str(err)
+    assert err.spec == legacy
+    assert err.hint, "every error states a fix"
+
+
+def test_error_caret_points_into_the_whole_string() -> None:
+    with pytest.raises(AllocationError) as info:
+        migrate_allocation_mode("sglang:d4t2+fsdp[actor]:d4p2")
+    lines = str(info.value).splitlines()
+    assert lines[1] == "    sglang:d4t2+fsdp[actor]:d4p2"
+    assert lines[2] == "    " + " " * 26 + "^^"
+    assert lines[3].startswith("hint: ")
+
+
+def test_parser_error_for_legacy_string_gives_translation() -> None:
+    with pytest.raises(AllocationError) as info:
+        parse_backend("sglang:d4t2+fsdp:d8")
+    assert "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8" in info.value.hint
+
+
+def test_large_inputs_are_rejected_quickly() -> None:
+    with pytest.raises(AllocationError, match="never closed"):
+        migrate_allocation_mode("(" * 200_000)
+    many = "sglang:d4" + "+eval" * 50_000
+    assert migrate_allocation_mode(many) == ["rollout.backend=sglang:d4"]
+    with pytest.raises(AllocationError, match="second unnamed training"):
+        migrate_allocation_mode("+".join(["fsdp:d4"] * 50_000))
+
+
+def test_legacy_module_does_not_import_hydra() -> None:
+    code = (
+        "import sys, areal_conf.legacy as m\n"
+        "m.migrate_allocation_mode('sglang:d4+fsdp:d4')\n"
+        "assert not any(n == 'hydra' or n.startswith('hydra.') for n in sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------- format_overrides
+
+
+def _hydra_parse(tokens: list[str]) -> list[tuple[str, Any]]:
+    parser_mod = pytest.importorskip("hydra.core.override_parser.overrides_parser")
+    parsed = parser_mod.OverridesParser.create().parse_overrides(tokens)
+    return [(o.get_key_element(), o.value()) for o in parsed]
+
+
+def _round_trip(overrides: list[str]) -> None:
+    line = format_overrides(overrides)
+    assert "\n" not in line
+    tokens = shlex.split(line)
+    assert len(tokens) == len(overrides)
+    expected = [tuple(o.split("=", 1)) for o in overrides]
+    assert _hydra_parse(tokens) == expected
+
+
+@pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
+def test_format_overrides_round_trips_through_shell_and_hydra(
+    legacy: str, expected: list[str]
+) -> None:
+    _round_trip(migrate_allocation_mode(legacy))
+
+
+FORMATTED: list[tuple[list[str], str]] = [
+    (
+        ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"],
+        "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+    ),
+    (
+        [f"actor.backend={HYBRID}"],
+        f"\"actor.backend='{HYBRID}'\"",
+    ),
+    (
+        ["critic.scheduling_strategy.type=colocation", "critic.scheduling_strategy.target=actor"],
+        "critic.scheduling_strategy.type=colocation critic.scheduling_strategy.target=actor",
+    ),
+    # Words Hydra would read as null/bool/float, and empty values, are quoted.
+    (
+        ["a.b=null", "a.c=True", "a.d=inf", "a.e="],
+        "\"a.b='null'\" \"a.c='True'\" \"a.d='inf'\" \"a.e=''\"",
+    ),
+    (["+a.b=x y"], "\"+a.b='x y'\""),
+    ([], ""),
+]
+
+
+@pytest.mark.parametrize(("overrides", "line"), FORMATTED)
+def test_format_overrides_exact(overrides: list[str], line: str) -> None:
+    assert format_overrides(overrides) == line
+    _round_trip(overrides)
+
+
+TRICKY_VALUES = [
+    "it's",
+    "a\\b",
+    "C:\\",
+    "\\'",
+    "'",
+    '"quoted"',
+    "$HOME",
+    "`id`",
+    "!!",
+    "a,b",
+    "x=y",
+    "[1,2]",
+    "{a: 1}",
+    "choice(a,b)",
+    "${oc.env:HOME}",
+    " padded ",
+    "~user",
+    "#not a comment",
+    "é ü 中",
+    "12",
+    "1.5",
+    "a;b&c|d>e<f",
+    "*?",
+]
+
+
+@pytest.mark.parametrize("value", TRICKY_VALUES)
+def test_format_overrides_tricky_values(value: str) -> None:
+    _round_trip([f"a.b={value}", "c.d=plain"])
+
+
+def test_format_overrides_random_values() -> None:
+    alphabet = "ab:|()'\"\\ $`!,=[]{}~*?#;&<>%@+-./_0é"
+    rng = random.Random(0)
+    overrides = [
+        "k.v=" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        for _ in range(500)
+    ]
+    _round_trip(overrides)
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
+def test_format_overrides_real_shell() -> None:
+    overrides = [f"a.b={v}" for v in TRICKY_VALUES] + [f"actor.backend={HYBRID}"]
+    line = format_overrides(overrides)
+    script = f'for a in {line}; do printf "%s\\0" "$a"; done'
+    out = subprocess.run(["sh", "-c", script], capture_output=True, check=True).stdout
+    tokens = out.decode().split("\0")[:-1]
+    assert tokens == shlex.split(line)
+    assert _hydra_parse(tokens) == [tuple(o.split("=", 1)) for o in overrides]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (["novalue"], "key=value"),
+        (["bad key=x"], "not a Hydra config key"),
+        (["a..b=x"], "not a Hydra config key"),
+        (["=x"], "not a Hydra config key"),
+        (["a.b=line\nbreak"], "control character"),
+        ([3], "key=value"),
+        ("a.b=c", "not a string"),
+    ],
+)
+def test_format_overrides_rejects(overrides: Any, fragment: str) -> None:
+    with pytest.raises(AllocationError, match=fragment):
+        format_overrides(overrides)
+
+
+# ------------------------------------------------------------------- migration_yaml
+
+
+def _nested(overrides: list[str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for override in overrides:
+        key, value = override.split("=", 1)
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+@pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
+def test_migration_yaml_loads_back(legacy: str, expected: list[str]) -> None:
+    yaml = pytest.importorskip("yaml")
+    assert yaml.safe_load(migration_yaml(legacy)) == _nested(expected)
+
+
+def test_migration_yaml_exact() -> None:
+    assert migration_yaml("sglang[rollout]:d2+fsdp[actor]:d4|fsdp[critic]:d4") == (
+        "rollout:\n"
+        '  backend: "sglang:d2"\n'
+        "actor:\n"
+        '  backend: "fsdp:d4"\n'
+        "critic:\n"
+        '  backend: "fsdp:d4"\n'
+        "  scheduling_strategy:\n"
+        '    type: "colocation"\n'
+        '    target: "actor"\n'
+    )
+    assert migration_yaml("vllm:d2t4+megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)") == (
+        f'rollout:\n  backend: "vllm:d2t4"\nactor:\n  backend: "{HYBRID}"\n'
+    )
+
+
+def test_migration_yaml_errors_like_migrate() -> None:
+    with pytest.raises(AllocationError) as info:
+        migration_yaml("fsdp[policy]:d4")
+    assert info.value.position == 5
