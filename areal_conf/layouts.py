@@ -1,0 +1,193 @@
+"""Every valid layout of a backend on exactly N GPUs (SPEC §8).
+
+The enumeration walks divisors, never the full product of sizes: pp divides N, tp
+divides N/pp, cp divides N/(pp·tp) and dp is what is left; the expert pairs (ep, etp)
+are chosen per pp among the divisors of N/pp. Every size is filtered as soon as it is
+chosen, by the backend's dimensions, the ``max_tp`` cap and the model rules of
+:mod:`areal_conf.model_checks` (the same predicates ``check_model`` uses).
+The canonical text (SPEC §2, as ``ParallelStrategy.body``) is assembled from pieces
+computed once per (pp, tp, cp) and per (pp, ep, etp); tests check that every string
+equals ``str(parse_backend(s))``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from math import isqrt
+
+from areal_conf.backends import BACKENDS, MAX_SIZE, BackendRule, join_or
+from areal_conf.errors import AllocationError
+from areal_conf.model_checks import (
+    ModelSpec,
+    cp_fits,
+    ep_fits,
+    pp_fits,
+    tp_fits,
+    validate_model,
+)
+
+
+def layouts(
+    backend: str,
+    gpus: int,
+    *,
+    model: Mapping[str, int | None] | None = None,
+    max_tp: int | None = None,
+) -> list[str]:
+    """Canonical specs of every distinct valid ``backend`` layout on exactly ``gpus`` GPUs.
+
+    A layout is a ``(dp, tp, pp, cp, ep, etp)`` with ``dp·tp·pp·cp == gpus`` that the
+    parser accepts for ``backend`` (its dimensions, the flat expert rule ``edp =
+    gpus/(pp·etp·ep)`` whole, the hybrid form for megatron and archon, Archon's rules).
+    Expert layouts (``ep > 1`` or ``etp > 1``) appear only when ``model`` sets
+    ``num_experts``, and then ``ep`` divides it. Layouts that break a model rule of
+    SPEC §7 are left out; ``max_tp`` caps both ``tp`` and ``etp`` (None: no cap).
+
+    Order: ascending by ``(pp, tp, cp, ep, etp)``, then by ``dp``/``edp``. Given
+    ``gpus`` those five sizes determine dp and edp, so the key is unique and the
+    order is total and deterministic.
+
+    Raises AllocationError (with a hint) for an unknown backend, ``gpus`` outside
+    1..2**20, a ``max_tp`` that is not a positive integer, or a bad model section.
+    """
+    rule = _check_backend(backend)
+    n = _check_gpus(gpus)
+    cap = _check_max_tp(max_tp)
+    spec = validate_model(model)
+    return _enumerate(backend, rule, n, cap, spec)
+
+
+def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) -> list[str]:
+    dims = rule.dims
+    div_n = _divisors(n)
+    # A dense model has no experts to shard: expert layouts need num_experts.
+    experts = m["num_experts"] if "e" in dims else None
+    hybrid = rule.hybrid and experts is not None
+    archon = backend == "archon"
+    prefix = backend + ":"
+    out: list[str] = []
+    append = out.append
+
+    pps = [p for p in div_n if p == 1 or ("p" in dims and pp_fits(m, p))]
+    for pp in pps:
+        per_stage = n // pp  # dp·tp·cp, and edp·etp·ep
+        div_stage = [d for d in div_n if per_stage % d == 0]
+        tps = [t for t in div_stage if t == 1 or ("t" in dims and t <= cap and tp_fits(m, t))]
+        # Expert pairs (ep, etp), ascending, with their canonical text: ep·etp must
+        # divide the GPUs of a stage (edp = per_stage / (ep·etp) whole).
+        pairs: list[tuple[int, int, str]] = [(1, 1, "")]
+        if experts is not None:
+            pairs = []
+            p_text = f"p{pp}" if pp > 1 else ""
+            for ep in div_stage:
+                if not ep_fits(m, ep):
+                    continue
+                e_text = f"e{ep}" if ep > 1 else ""
+                pairs.append((ep, 1, e_text))
+                if hybrid:
+                    rest = per_stage // ep
+                    for etp in div_stage:
+                        if 1 < etp <= cap and rest % etp == 0:
+                            edp = rest // etp
+                            d_text = f"d{edp}" if edp > 1 else ""
+                            ffn = f"|ffn:{d_text}{p_text}t{etp}{e_text})"
+                            pairs.append((ep, etp, ffn))
+        for tp in tps:
+            per_tp = per_stage // tp
+            cps = [
+                c
+                for c in div_stage
+                if per_tp % c == 0 and (c == 1 or ("c" in dims and cp_fits(m, c)))
+            ]
+            for cp in cps:
+                dp = per_tp // cp
+                # Canonical order d p t c (e); a section with only 1s prints d1.
+                attn = "".join(
+                    f"{letter}{size}"
+                    for letter, size in (("d", dp), ("p", pp), ("t", tp), ("c", cp))
+                    if size > 1
+                )
+                for ep, etp, text in pairs:
+                    if archon and not _archon_ok(dp, tp, cp, ep, etp):
+                        continue
+                    if etp == 1:
+                        append(prefix + ((attn + text) or "d1"))
+                    else:
+                        append(prefix + "(attn:" + (attn or "d1") + text)
+    return out
+
+
+def _archon_ok(dp: int, tp: int, cp: int, ep: int, etp: int) -> bool:
+    """Archon's start-up rules (SPEC §2)."""
+    if etp != 1 and etp != tp:
+        return False
+    if ep == 1:
+        return True
+    if etp == tp:
+        return ep % cp == 0 and (dp * cp) % ep == 0
+    return ep % (cp * tp) == 0 and (dp * cp * tp) % ep == 0
+
+
+def _divisors(n: int) -> list[int]:
+    low: list[int] = []
+    high: list[int] = []
+    for i in range(1, isqrt(n) + 1):
+        if n % i == 0:
+            low.append(i)
+            if i != n // i:
+                high.append(n // i)
+    return low + high[::-1]
+
+
+# -- argument checks ------------------------------------------------------------------
+
+
+def _check_backend(backend: object) -> BackendRule:
+    known = join_or(list(BACKENDS))
+    if type(backend) is not str:
+        raise AllocationError(
+            f"backend must be a string, got {type(backend).__name__}",
+            backend,
+            None,
+            hint=f"give a backend name: {known}",
+        )
+    rule = BACKENDS.get(backend)
+    if rule is not None:
+        return rule
+    name = backend.strip(" \t")
+    if name.lower() in BACKENDS:
+        hint = f"backend names are lower case: {name.lower()}"
+    elif ":" in name:
+        hint = f"give the backend name only, e.g. {name.split(':', 1)[0].strip() or 'fsdp'}"
+    else:
+        close = difflib.get_close_matches(name.lower(), list(BACKENDS), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"known backends: {known}"
+    raise AllocationError(
+        f"unknown backend {backend!r}", backend, 0, length=len(backend), hint=hint
+    )
+
+
+def _check_gpus(gpus: object) -> int:
+    if type(gpus) is not int or not 1 <= gpus <= MAX_SIZE:
+        raise AllocationError(
+            f"gpus must be an integer from 1 to {MAX_SIZE} (2**20), got {gpus!r}",
+            gpus,
+            None,
+            hint="give the number of GPUs the engine uses, e.g. 8",
+        )
+    return gpus
+
+
+def _check_max_tp(max_tp: object) -> int:
+    if max_tp is None:
+        return MAX_SIZE
+    if type(max_tp) is not int or max_tp < 1:
+        raise AllocationError(
+            f"max_tp must be a positive integer or None, got {max_tp!r}",
+            max_tp,
+            None,
+            hint="give the largest tensor parallel size to try, e.g. the GPUs per node "
+            "(8), or None for no cap",
+        )
+    return max_tp
