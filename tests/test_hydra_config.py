@@ -1,0 +1,267 @@
+"""The Hydra layer: schema, resolvers, validate(cfg) through compose, and train.py end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import areal_conf.config
+from areal_conf import AllocationError
+from areal_conf.resolvers import register_resolvers
+from areal_conf.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+
+@pytest.fixture
+def cfg_of() -> Iterator[object]:
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        yield lambda *overrides: compose("config", overrides=list(overrides))
+
+
+def test_default_config_plan(cfg_of) -> None:  # type: ignore[no-untyped-def]
+    plan = validate(cfg_of())
+    assert (plan.used_gpus, plan.available_gpus, plan.idle_gpus) == (16, 16, 0)
+    assert plan.gpus_by_engine() == {"rollout": 8, "actor": 8, "critic": 8, "ref": 8}
+    assert plan.engines["critic"].inherited_from == "actor"
+    assert plan.engines["critic"].colocated_with == "actor"
+    assert not plan.engines["teacher"].enabled
+    assert plan.engines["critic"].slots == plan.engines["actor"].slots
+
+
+def test_allocation_nodes_resolve(cfg_of) -> None:  # type: ignore[no-untyped-def]
+    cfg = cfg_of("actor.backend=megatron:d2p2t4e4", "cluster.n_nodes=4")
+    OmegaConf.resolve(cfg)
+    assert cfg.actor.allocation == {
+        "spec": "megatron:d2p2t4e4",
+        "backend": "megatron",
+        "dp": 2,
+        "tp": 4,
+        "pp": 2,
+        "cp": 1,
+        "ep": 4,
+        "etp": 1,
+        "edp": 2,
+        "world_size": 16,
+    }
+    assert cfg.critic.allocation.spec == "megatron:d2p2t4e4"  # inherited from actor
+    assert cfg.ref.allocation.world_size == 16
+    assert cfg.teacher.allocation is None
+    assert cfg.rollout.allocation.dp == 2
+
+
+def test_world_size_resolver_in_any_value() -> None:
+    cfg = OmegaConf.create(
+        {
+            "a": "${areal.world_size:fsdp:d4t2}",
+            "b": "${areal.world_size:'megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'}",
+            "c": "${areal.alloc:sglang:d2t4}",
+        }
+    )
+    assert (cfg.a, cfg.b, cfg.c.world_size) == (8, 32, 8)
+
+
+def test_resolvers_register_idempotently() -> None:
+    register_resolvers()
+    register_resolvers()
+    import importlib
+
+    importlib.reload(areal_conf.config)
+    assert OmegaConf.create({"x": "${areal.world_size:fsdp:d8}"}).x == 8
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message", "hint"),
+    [
+        (["actor.backend=d4t2"], "actor.backend: no backend prefix", "fsdp:d4t2"),
+        (
+            ["allocation_mode=sglang:d4t2+fsdp:d8"],
+            "allocation_mode is deprecated",
+            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+        ),
+        (
+            ["critic.backend=fsdp:d4"],
+            "critic is colocated with actor but needs 4 GPUs and actor has 8",
+            "critic.scheduling_strategy.type=separation",
+        ),
+        (
+            ["rollout.backend=sglang:d4t4"],
+            "need 24 GPUs (rollout 16 + actor 8) but the cluster has 16",
+            "cluster.n_nodes=3",
+        ),
+        (
+            ["rollout.backend=fsdp:d8"],
+            "rollout.backend: rollout needs an inference backend",
+            "sglang:d8",
+        ),
+        (["actor.backend=vllm:d8"], "actor needs a training backend", "fsdp:d8"),
+        (["rollout.backend="], "rollout.backend: rollout needs a backend", "sglang:d2t4"),
+        (
+            ["actor.backend=", "critic.backend=fsdp:d8"],
+            "actor.backend: actor needs a backend",
+            "fsdp:d8",
+        ),
+        (
+            ["actor.backend=fsdp:d4p2"],
+            "actor.backend: fsdp does not support pipeline",
+            "megatron:d4p2",
+        ),
+        (
+            ["ref.scheduling_strategy.target=teacher"],
+            "ref is colocated with teacher, which is disabled",
+            "teacher.backend",
+        ),
+        (["ref.scheduling_strategy.target=policy"], "'policy', which is no engine", "actor"),
+        (["ref.scheduling_strategy.target=ref"], "cannot be colocated with itself", "separation"),
+        (
+            ["ref.scheduling_strategy.target=critic"],
+            "which is itself colocated with actor",
+            "actor",
+        ),
+        (["ref.scheduling_strategy.type=shared"], "unknown scheduling type 'shared'", "colocation"),
+        (["cluster.n_nodes=0"], "cluster.n_nodes: must be a positive whole number", "n_nodes=1"),
+        (
+            ["model.num_attention_heads=6"],
+            "rollout: sglang:d2t4 breaks a model rule",
+            "t1, t2, t3 or t6",
+        ),
+        (
+            ["actor.backend=megatron:d4e4", "model.num_experts=6"],
+            "actor: megatron:d4e4 breaks a model rule: num_experts=6 is not divisible by ep=4",
+            "e1, e2",
+        ),
+        (
+            ["rollout.backend=sglang:d2t6", "actor.backend=fsdp:t4"],
+            "actor: fsdp:t4 does not fit on 2 × 8 GPUs: 1 tensor-parallel groups of 4 GPUs",
+            "n_nodes=3",
+        ),
+    ],
+)
+def test_validation_errors(cfg_of, overrides: list[str], message: str, hint: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(AllocationError) as info:
+        validate(cfg_of(*overrides))
+    assert message in info.value.reason
+    assert hint in info.value.hint
+
+
+@pytest.mark.parametrize("experiment", ["moe_megatron", "ppo_separate_critic", "distillation"])
+def test_experiments_validate(cfg_of, experiment: str) -> None:  # type: ignore[no-untyped-def]
+    plan = validate(cfg_of(f"+experiment={experiment}"))
+    assert plan.used_gpus <= plan.available_gpus
+
+
+def test_moe_experiment_uses_the_hybrid_form(cfg_of) -> None:  # type: ignore[no-untyped-def]
+    plan = validate(cfg_of("+experiment=moe_megatron"))
+    actor = plan.engines["actor"].allocation
+    assert actor is not None and str(actor) == "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
+    assert actor.world_size == 32
+
+
+def test_validate_accepts_plain_mappings() -> None:
+    plan = validate(
+        {
+            "rollout": {"backend": "sglang:d2t4"},
+            "actor": {"backend": "fsdp:d8"},
+            "cluster": {"n_nodes": 4, "n_gpus_per_node": 8},
+        }
+    )
+    # plain mappings get no schema defaults: critic/ref inherit actor but run separately
+    assert plan.used_gpus == 8 + 8 * 3
+
+
+# -- train.py as a user runs it ---------------------------------------------------------
+
+
+def run_train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *args,
+            f"hydra.run.dir={tmp_path}/run",
+            f"hydra.sweep.dir={tmp_path}/multi",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_train_default_prints_and_writes_plan(tmp_path: Path) -> None:
+    result = run_train(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "GPUs: 16 used of 16" in result.stdout
+    plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
+    assert plan["gpus"] == {"available": 16, "used": 16, "idle": 0}
+    assert plan["engines"]["rollout"]["gpus"] == 8 and plan["engines"]["actor"]["gpus"] == 8
+
+
+def test_train_overrides(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "rollout.backend=sglang:d4t2", "cluster.n_nodes=3")
+    assert result.returncode == 0, result.stderr
+    assert "GPUs: 16 used of 24" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("actor.backend=d4t2", "no backend prefix"),
+        (
+            "allocation_mode=sglang:d4t2+fsdp:d8",
+            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+        ),
+        ("critic.backend=fsdp:d4", "needs 4 GPUs and actor has 8"),
+        ("rollout.backend=sglang:d4t4", "need 24 GPUs"),
+    ],
+)
+def test_train_rejects_without_traceback(tmp_path: Path, override: str, expected: str) -> None:
+    result = run_train(tmp_path, override)
+    assert result.returncode != 0
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "run" / "allocation_plan.json").exists()
+
+
+def test_train_hybrid_override_quoted(tmp_path: Path) -> None:
+    result = run_train(
+        tmp_path,
+        "actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'",
+        "rollout.backend=sglang:d4t8",
+        "cluster.n_nodes=8",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)" in result.stdout
+
+
+def test_train_cfg_job_resolve_shows_allocations(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "--cfg", "job", "--resolve")
+    assert result.returncode == 0, result.stderr
+    shown = OmegaConf.create(result.stdout)
+    for engine in ("rollout", "actor", "critic", "ref"):
+        assert shown[engine]["allocation"]["world_size"] == 8
+    assert shown.teacher.allocation is None
+
+
+def test_train_multirun_runs_two_jobs(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "-m", "actor.backend=fsdp:d8,fsdp:d4t2")
+    assert result.returncode == 0, result.stderr
+    plans = sorted((tmp_path / "multi").glob("*/allocation_plan.json"))
+    assert len(plans) == 2
+    backends = {json.loads(p.read_text())["engines"]["actor"]["backend"] for p in plans}
+    assert backends == {"fsdp:d8", "fsdp:d4t2"}
+
+
+def test_train_multirun_bad_job_no_traceback(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "-m", "actor.backend=d4t2", "hydra/launcher=basic")
+    assert result.returncode != 0
+    assert "no backend prefix" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout

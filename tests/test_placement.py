@@ -1,0 +1,57 @@
+"""Placement of engines on nodes (SPEC §7): each allocation alone on a 2 × 8 cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from areal_conf import AllocationError, parse_backend
+from areal_conf.plan import place
+
+
+def placed_alone(spec: str, nodes: int = 2, per_node: int = 8) -> list[tuple[int, int]]:
+    return list(place([("engine", parse_backend(spec))], nodes, per_node)["engine"])
+
+
+def instances(slots: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:
+    return [slots[i : i + size] for i in range(0, len(slots), size)]
+
+
+def test_three_instances_of_four_do_not_straddle_and_leave_four_idle() -> None:
+    slots = placed_alone("sglang:d3t4")
+    groups = instances(slots, 4)
+    assert len(groups) == 3
+    assert all(len({node for node, _ in g}) == 1 for g in groups)
+    assert 16 - len(set(slots)) == 4
+
+
+def test_instances_of_six_take_one_node_each() -> None:
+    groups = instances(placed_alone("sglang:d2t6"), 6)
+    assert [{node for node, _ in g} for g in groups] == [{0}, {1}]
+
+
+def test_instance_of_sixteen_spans_both_whole_nodes() -> None:
+    slots = placed_alone("sglang:d1t16")
+    assert sorted(slots) == [(n, g) for n in range(2) for g in range(8)]
+
+
+def test_instance_larger_than_a_node_needs_whole_nodes() -> None:
+    with pytest.raises(AllocationError, match="not a whole number of nodes"):
+        placed_alone("sglang:d1t12")
+
+
+def test_three_instances_of_six_are_rejected_with_what_fits() -> None:
+    with pytest.raises(AllocationError) as info:
+        placed_alone("sglang:d3t6")
+    err = info.value
+    assert "does not fit on 2 × 8 GPUs" in err.reason
+    assert "one node holds 1 (6 of its 8 GPUs)" in err.reason
+    assert "divides 8" in err.hint and "cluster.n_nodes=3" in err.hint
+
+
+def test_training_tensor_parallel_groups_stay_within_a_node() -> None:
+    engines = [("rollout", parse_backend("sglang:d2t6")), ("actor", parse_backend("fsdp:d2t2"))]
+    placed = place(engines, 2, 8)
+    actor = list(placed["actor"])
+    for group in instances(actor, 2):
+        assert len({node for node, _ in group}) == 1
+    assert not set(actor) & set(placed["rollout"])

@@ -1,0 +1,41 @@
+"""Reference application: compose conf/config.yaml, validate, print and save the plan.
+
+python train.py
+python train.py rollout.backend=sglang:d4t2 cluster.n_nodes=3
+python train.py +experiment=moe_megatron
+python train.py -m actor.backend=fsdp:d8,fsdp:d4t2
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+import areal_conf.config  # noqa: F401  (registers the schema and the areal. resolvers)
+from areal_conf import AllocationError
+from areal_conf.validate import validate
+
+PLAN_FILE = "allocation_plan.json"
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        plan = validate(cfg)
+    except AllocationError as err:
+        # One message, no traceback: Hydra would print one for an escaping exception.
+        print(f"error: invalid allocation\n{err}", file=sys.stderr)
+        sys.exit(2)
+    print(plan.table())
+    out = Path(HydraConfig.get().runtime.output_dir) / PLAN_FILE
+    out.write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    print(f"plan written to {out}")
+
+
+if __name__ == "__main__":
+    main()
