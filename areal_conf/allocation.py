@@ -117,6 +117,22 @@ class ModelAllocation(NamedTuple):
         """GPUs per inference server instance (= tp × pp)."""
         return self.parallel.tp_size * self.parallel.pp_size
 
+    def to_dict(self) -> dict[str, str | int]:
+        """The expansion of SPEC §5's ``allocation`` node."""
+        p = self.parallel
+        return {
+            "spec": str(self),
+            "backend": self.backend,
+            "dp": p.dp_size,
+            "tp": p.tp_size,
+            "pp": p.pp_size,
+            "cp": p.cp_size,
+            "ep": p.ep_size,
+            "etp": p.etp_size,
+            "edp": p.edp_size,
+            "world_size": p.world_size,
+        }
+
     def __str__(self) -> str:
         return f"{self.backend}:{self.parallel.body()}"
 

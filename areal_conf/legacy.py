@@ -53,7 +53,7 @@ from contextvars import ContextVar
 from typing import NamedTuple
 
 from areal_conf.allocation import ModelAllocation
-from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, join_or
+from areal_conf.backends import BACKENDS, ENGINES, INFERENCE_BACKENDS, join_or
 from areal_conf.errors import AllocationError
 
 __all__ = [
@@ -63,8 +63,6 @@ __all__ = [
     "migration_yaml",
 ]
 
-# Engines of SPEC §1; only rollout runs an inference backend.
-ENGINES: tuple[str, ...] = ("rollout", "actor", "critic", "ref", "teacher")
 _INFERENCE_ENGINES = frozenset({"rollout"})
 # Engines whose default scheduling is colocation with the actor (SPEC §1): when a
 # legacy string puts them on their own GPUs, the translation must say so.
@@ -186,7 +184,11 @@ def _translate(legacy: object) -> list[_Entry]:
     # The parser calls back into this module for hints on legacy-looking strings.  The
     # components handed to it never look legacy, but guard against a loop anyway.
     if _ACTIVE.get():
-        raise AllocationError("nested allocation_mode translation", legacy)
+        raise AllocationError(
+            "nested allocation_mode translation",
+            legacy,
+            hint="translate each engine's part separately with python -m areal_conf migrate",
+        )
     token = _ACTIVE.set(True)
     try:
         groups: list[list[_Component]] = []

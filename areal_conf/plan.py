@@ -8,8 +8,6 @@ from typing import Any
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 
-ENGINES: tuple[str, ...] = ("rollout", "actor", "critic", "ref", "teacher")
-
 Slot = tuple[int, int]  # (node, local GPU index)
 
 
@@ -54,20 +52,12 @@ class EnginePlan:
     def to_dict(self) -> dict[str, Any]:
         if self.allocation is None:
             return {"enabled": False, "gpus": 0}
-        p = self.allocation.parallel
         return {
             "enabled": True,
-            "backend": str(self.allocation),
+            **self.allocation.to_dict(),
             "written": self.written,
             "inherited_from": self.inherited_from,
             "kind": "inference" if self.allocation.is_inference else "training",
-            "dp": p.dp_size,
-            "tp": p.tp_size,
-            "pp": p.pp_size,
-            "cp": p.cp_size,
-            "ep": p.ep_size,
-            "etp": p.etp_size,
-            "edp": p.edp_size,
             "gpus": self.gpus,
             "scheduling": "colocation" if self.colocated_with else "separation",
             "colocated_with": self.colocated_with,

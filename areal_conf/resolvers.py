@@ -12,25 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from areal_conf.allocation import ModelAllocation
 from areal_conf.parser import parse_backend
 from areal_conf.validate import INHERITS_ACTOR, OPTIONAL
-
-
-def expand(alloc: ModelAllocation) -> dict[str, Any]:
-    p = alloc.parallel
-    return {
-        "spec": str(alloc),
-        "backend": alloc.backend,
-        "dp": p.dp_size,
-        "tp": p.tp_size,
-        "pp": p.pp_size,
-        "cp": p.cp_size,
-        "ep": p.ep_size,
-        "etp": p.etp_size,
-        "edp": p.edp_size,
-        "world_size": p.world_size,
-    }
 
 
 def _engine_allocation(*, _parent_: DictConfig, _root_: DictConfig) -> DictConfig | None:
@@ -41,11 +24,11 @@ def _engine_allocation(*, _parent_: DictConfig, _root_: DictConfig) -> DictConfi
     if spec == "" and name in OPTIONAL:
         return None
     # A plain dict breaks OmegaConf.resolve on 2.3; a DictConfig node does not.
-    return OmegaConf.create(expand(parse_backend(spec)))
+    return OmegaConf.create(parse_backend(spec).to_dict())
 
 
 def _spec(spec: Any) -> DictConfig:
-    return OmegaConf.create(expand(parse_backend(spec)))
+    return OmegaConf.create(parse_backend(spec).to_dict())
 
 
 def _world_size(spec: Any) -> int:

@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from areal_conf.allocation import ModelAllocation
-from areal_conf.backends import INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
+from areal_conf.backends import ENGINES, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
-from areal_conf.plan import ENGINES, EnginePlan, Plan, place
+from areal_conf.plan import EnginePlan, Plan, place
 
 # SPEC §1: what an empty backend means, and the default scheduling of each engine.
 INHERITS_ACTOR = ("critic", "ref")

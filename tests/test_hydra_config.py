@@ -256,7 +256,7 @@ def test_train_multirun_runs_two_jobs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     plans = sorted((tmp_path / "multi").glob("*/allocation_plan.json"))
     assert len(plans) == 2
-    backends = {json.loads(p.read_text())["engines"]["actor"]["backend"] for p in plans}
+    backends = {json.loads(p.read_text())["engines"]["actor"]["spec"] for p in plans}
     assert backends == {"fsdp:d8", "fsdp:d4t2"}
 
 
