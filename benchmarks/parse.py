@@ -1,7 +1,9 @@
 """Parse speed: µs per parse of 10,000+ distinct valid specs, each parsed once (no cache).
 
 Also shows that rejection stays linear: a megabyte of input costs about ten times a
-100 KB one. Run: python benchmarks/parse.py
+100 KB one. With the ``bench`` extra (lark) installed, it measures side by side a lark
+Earley parser of the same grammar, the way AReaL parses: a new parser per call, and a
+cached one. Run: python benchmarks/parse.py
 """
 
 from __future__ import annotations
@@ -38,6 +40,37 @@ def per_parse_us(specs: list[str]) -> list[float]:
     return times
 
 
+# The backend-string grammar of SPEC §2 written for lark, as AReaL writes its own.
+LARK_GRAMMAR = r"""
+    start: BACKEND ":" body
+    body: dims | hybrid
+    hybrid: "(" "attn" ":" dims "|" "ffn" ":" dims ")" | "attn" ":" dims "|" "ffn" ":" dims
+    dims: dim+
+    dim: DIM SIZE
+    DIM: "d" | "t" | "p" | "c" | "e"
+    SIZE: /[1-9][0-9]*/
+    BACKEND: "sglang" | "vllm" | "fsdp" | "megatron" | "archon"
+    %ignore /[ \t]+/
+"""
+
+
+def lark_us(specs: list[str], *, fresh: bool) -> float | None:
+    """Median µs per parse with lark's Earley parser (None when lark is not installed)."""
+    try:
+        import lark
+    except ImportError:
+        return None
+    cached = lark.Lark(LARK_GRAMMAR, parser="earley")
+    clock = time.perf_counter_ns
+    times = []
+    for spec in specs:
+        start = clock()
+        parser = lark.Lark(LARK_GRAMMAR, parser="earley") if fresh else cached
+        parser.parse(spec)
+        times.append((clock() - start) / 1000)
+    return statistics.median(times)
+
+
 def reject_ms(text: str) -> float:
     start = time.perf_counter()
     with contextlib.suppress(AllocationError):
@@ -60,6 +93,15 @@ def main() -> None:
         f"  flat median {statistics.median(flat):.2f} µs, hybrid median "
         f"{statistics.median(hybrid):.2f} µs, p90 {statistics.quantiles(times, n=10)[-1]:.2f} µs"
     )
+    sample = specs[:: max(1, len(specs) // 300)]
+    for label, fresh in (("new lark Earley parser per call (as AReaL)", True),
+                         ("cached lark Earley parser", False)):
+        theirs = lark_us(sample, fresh=fresh)
+        if theirs is None:
+            print("  (install the bench extra, pip install -e '.[bench]', to compare with lark)")
+            break
+        print(f"  {label}: median {theirs:,.0f} µs/parse on {len(sample)} of the specs, "
+              f"{theirs / median:,.0f}× slower")
     print("rejection time of long inputs (100 KB vs 1 MB, ratio ≈ 10 means linear):")
     for name, unit in [("'('", "("), ("blanks", " "), ("digits", "9"), ("d1", "d1")]:
         prefix = "fsdp:" if unit in ("d1", "9") else ""
