@@ -181,11 +181,11 @@ class _Parser:
                 hint="write <backend>:<dimensions>, e.g. fsdp:d8",
             )
         else:
-            self.backend_name(name, name_start)  # an unknown name is the better message
+            self.backend_name(name, name_start)  # raises for an unknown name: the better message
             raise self.unexpected(
                 f"expected ':' after the backend name {name!r}",
                 f"write {name}:<dimensions>, e.g. {name}:d8",
-            )  # a known name: short
+            )
         rule = BACKENDS[backend]
         head = self.peek()
         if head == "(" or (head == "a" and spec.startswith("attn", self.pos)):
