@@ -47,8 +47,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import shlex
-from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import NamedTuple
 
@@ -58,7 +56,6 @@ from areal_conf.errors import AllocationError
 
 __all__ = [
     "ENGINES",
-    "format_overrides",
     "migrate_allocation_mode",
     "migration_yaml",
 ]
@@ -109,7 +106,7 @@ def migrate_allocation_mode(legacy: str) -> list[str]:
     ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']
 
     Values are canonical backend strings (``str(parse_backend(...))``), unescaped; pass
-    the list to :func:`format_overrides` for a command line.  Raises
+    the list to :func:`areal_conf.overrides.format_overrides` for a command line.  Raises
     :class:`AllocationError` whose ``spec`` is ``legacy`` and whose ``position``
     points into it.
     """
@@ -140,25 +137,6 @@ def migration_yaml(legacy: str) -> str:
             if entry.target is not None:
                 lines.append(f"    target: {_yaml_quote(entry.target)}")
     return "\n".join(lines) + "\n"
-
-
-def format_overrides(overrides: Sequence[str]) -> str:
-    """One shell line of Hydra overrides, each escaped for POSIX sh and for Hydra.
-
-    ``key=value`` items whose value Hydra reads back as the same string without
-    quotes stay as they are (``rollout.backend=sglang:d4t2``); other values are put
-    in Hydra single quotes and the item in shell quotes
-    (``"actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'"``).  After the shell
-    has split the line, Hydra's override parser yields each original key and value.
-    Keys may carry Hydra's ``+``/``++`` prefix.
-    """
-    if isinstance(overrides, str):
-        raise AllocationError(
-            "format_overrides expects a list of overrides, not a string",
-            overrides,
-            hint="pass e.g. ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']",
-        )
-    return " ".join(_format_override(item) for item in overrides)
 
 
 # ---------------------------------------------------------------------- translation
@@ -509,64 +487,6 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
             hint="e.g. sglang:d4t2+fsdp:d8",
         )
     return entries
-
-
-# ------------------------------------------------------------------------- escaping
-
-_KEY = re.compile(r"(?:\+\+|\+)?[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
-# Values Hydra's override grammar reads back unchanged, as a string, without quotes.
-_PLAIN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_:./-]*", re.ASCII)
-_HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
-_SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
-_DOUBLE_QUOTE_UNSAFE = frozenset('"$`\\!')
-_QUOTE_BACKSLASHES = re.compile(r"(\\*)'")
-_TRAILING_BACKSLASHES = re.compile(r"(\\+)$")
-
-
-def _format_override(item: object) -> str:
-    if not isinstance(item, str) or "=" not in item:
-        raise AllocationError(
-            "an override must be a string key=value",
-            item,
-            hint="e.g. rollout.backend=sglang:d4t2",
-        )
-    key, value = item.split("=", 1)
-    if not _KEY.fullmatch(key):
-        raise AllocationError(
-            "not a Hydra config key",
-            item,
-            0,
-            length=len(key),
-            hint="keys are dotted names, e.g. actor.scheduling_strategy.type",
-        )
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        bad = next(i for i, ch in enumerate(value) if ord(ch) < 32 or ord(ch) == 127)
-        raise AllocationError(
-            "a control character cannot be written on one shell line",
-            item,
-            len(key) + 1 + bad,
-            hint="remove line breaks and tabs from the value",
-        )
-    if _PLAIN_VALUE.fullmatch(value) and value.lower() not in _HYDRA_WORDS:
-        token = f"{key}={value}"
-    else:
-        token = f"{key}={_hydra_quote(value)}"
-    return _shell_quote(token)
-
-
-def _hydra_quote(value: str) -> str:
-    """A Hydra single-quoted string: backslashes are escaped only before a quote."""
-    inner = _QUOTE_BACKSLASHES.sub(lambda m: m.group(1) * 2 + "\\'", value)
-    inner = _TRAILING_BACKSLASHES.sub(lambda m: m.group(1) * 2, inner)
-    return f"'{inner}'"
-
-
-def _shell_quote(token: str) -> str:
-    if _SHELL_SAFE.fullmatch(token):
-        return token
-    if not any(ch in _DOUBLE_QUOTE_UNSAFE for ch in token):
-        return f'"{token}"'
-    return shlex.quote(token)
 
 
 def _yaml_quote(value: str) -> str:

@@ -270,7 +270,8 @@ class _Parser:
             marker = bar if marker < 0 else min(marker, bar)
         if marker < 0:
             return
-        from areal_conf.legacy import format_overrides, migrate_allocation_mode
+        from areal_conf.legacy import migrate_allocation_mode
+        from areal_conf.overrides import format_overrides
 
         try:
             translation = format_overrides(migrate_allocation_mode(spec))

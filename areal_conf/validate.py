@@ -58,7 +58,8 @@ def check_allocation_mode(value: object) -> None:
             hint="remove it and set each engine's backend, e.g. "
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         )
-    from areal_conf.legacy import format_overrides, migrate_allocation_mode
+    from areal_conf.legacy import migrate_allocation_mode
+    from areal_conf.overrides import format_overrides
 
     try:
         translation = format_overrides(migrate_allocation_mode(value))

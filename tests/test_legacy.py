@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from areal_conf.errors import AllocationError
-from areal_conf.legacy import format_overrides, migrate_allocation_mode, migration_yaml
+from areal_conf.legacy import migrate_allocation_mode, migration_yaml
+from areal_conf.overrides import format_overrides
 from areal_conf.parser import parse_backend
 
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
