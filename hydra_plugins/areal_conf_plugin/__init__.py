@@ -1,0 +1,1 @@
+"""Hydra plugins of areal-conf: the validating ``areal`` launcher."""

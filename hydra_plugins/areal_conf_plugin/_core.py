@@ -1,0 +1,344 @@
+"""The work behind ``hydra/launcher=areal`` (imported on the first ``launch`` only).
+
+For a batch of jobs: compose every job config the way Hydra does
+(``config_loader.load_sweep_config``), validate each with
+``areal_conf.validate.validate``, and either
+
+* raise one ``ConfigCompositionException`` that lists every failing job (number,
+  overrides as the user would type them, reason) before anything ran,
+* print one line per job and return ``[]`` when ``dry_run`` is set, or
+* instantiate the inner launcher through Hydra's plugin registry and return its result.
+
+The configs composed for validation are handed to an in-process inner launcher (Hydra's
+basic launcher) instead of being composed a third time; a launcher that ships the
+Hydra context to other processes (joblib, submitit) gets the plain config loader.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.config_loader import ConfigLoader
+from hydra.core.object_type import ObjectType
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, setup_globals
+from hydra.errors import ConfigCompositionException
+from hydra.types import HydraContext
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
+
+from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
+
+if TYPE_CHECKING:
+    from hydra.types import RunMode
+
+    from areal_conf.plan import Plan
+
+log = logging.getLogger(__name__)
+
+#: Top-level keys that make a job config an AReaL config; a config without any of them
+#: (another application's sweep through this launcher) is not validated.
+AREAL_KEYS = ("rollout", "actor", "critic", "ref", "teacher", "allocation_mode")
+
+#: At most this many composed configs are kept for the inner launcher; later jobs of a
+#: bigger batch are composed again by it, so memory stays bounded.
+CACHE_LIMIT = 1024
+
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+@dataclass
+class _Job:
+    num: int
+    overrides: list[str]
+    config: DictConfig | None  # kept for the inner launcher, up to CACHE_LIMIT jobs
+    plan: Plan | None
+
+
+def launch(
+    launcher: AReaLLauncher,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> Sequence[JobReturn]:
+    setup_globals()
+    config = launcher.config
+    hydra_context = launcher.hydra_context
+    task_function = launcher.task_function
+    assert config is not None
+    assert hydra_context is not None
+    assert task_function is not None
+
+    inner_launcher = inner_launcher_config(config, launcher.launcher_config)
+    jobs = _compose_and_validate(hydra_context, config, job_overrides, initial_job_idx)
+
+    if launcher.dry_run:
+        for job in jobs:
+            print(dry_run_line(job.num, job.overrides, job.plan), flush=True)
+        return []
+
+    inner_master = _with_launcher(config, inner_launcher)
+    loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs)
+    n_jobs = len(jobs)
+    del jobs  # the loader holds the configs now and lets go of each as it is used
+    inner = Plugins.instance().instantiate_launcher(
+        hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
+        task_function=task_function,
+        config=inner_master,
+    )
+    log.info(
+        "areal launcher: %d %s valid, launching with %s",
+        n_jobs,
+        "job" if n_jobs == 1 else "jobs",
+        type(inner).__name__,
+    )
+    return inner.launch(job_overrides, initial_job_idx=initial_job_idx)
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _compose_and_validate(
+    hydra_context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> list[_Job]:
+    from areal_conf.errors import AllocationError
+
+    jobs: list[_Job] = []
+    failures: list[tuple[int, list[str], str]] = []
+    for i, overrides in enumerate(job_overrides):
+        num = initial_job_idx + i
+        ovr = list(overrides)
+        job_cfg = hydra_context.config_loader.load_sweep_config(config, ovr)
+        plan: Plan | None = None
+        if is_areal_config(job_cfg):
+            try:
+                plan = _validate(job_cfg)
+            except AllocationError as err:
+                failures.append((num, ovr, str(err)))
+            except OmegaConfBaseException as err:
+                failures.append((num, ovr, f"{type(err).__name__}: {err}"))
+        jobs.append(_Job(num, ovr, job_cfg if i < CACHE_LIMIT else None, plan))
+    if failures:
+        raise ConfigCompositionException(failure_message(failures, len(job_overrides)))
+    return jobs
+
+
+def _validate(job_cfg: DictConfig) -> Plan:
+    from areal_conf.validate import validate
+
+    return validate(job_cfg)
+
+
+def is_areal_config(cfg: Any) -> bool:
+    """True when ``cfg`` has one of the engine keys or ``allocation_mode`` at top level
+    (also when its value is missing, ``???``: validate reports that)."""
+    try:
+        keys = set(cfg.keys())
+    except (AttributeError, TypeError):
+        return False
+    return any(key in keys for key in AREAL_KEYS)
+
+
+def failure_message(failures: Sequence[tuple[int, Sequence[str], str]], total: int) -> str:
+    """The compact error for a batch: every failing job, its overrides and its reason."""
+    n = len(failures)
+    head = (
+        f"areal launcher: {n} of {total} {'job' if total == 1 else 'jobs'} "
+        f"failed validation; no job was launched."
+    )
+    parts = [head]
+    for num, overrides, reason in failures:
+        parts.append(f"\n#{num} {format_overrides(overrides)}")
+        parts.append(_indent(reason.rstrip("\n"), "    "))
+    parts.append(
+        "\nFix or drop these values and run the sweep again; "
+        "hydra.launcher.dry_run=true checks a sweep without running it."
+    )
+    return "\n".join(parts)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line if line else line for line in text.split("\n"))
+
+
+# ------------------------------------------------------------------ display
+
+
+def shell_token(override: str) -> str:
+    """An override (already in Hydra's grammar) quoted for a POSIX shell command line."""
+    from areal_conf.overrides import shell_quote
+
+    return shell_quote(override)
+
+
+def format_overrides(overrides: Sequence[str]) -> str:
+    """Job overrides as the user would type them on a POSIX shell command line."""
+    if not overrides:
+        return "(no overrides)"
+    return " ".join(shell_token(user_override(o)) for o in overrides)
+
+
+def user_override(override: str) -> str:
+    """Undo the escaping Hydra's sweeper adds to plain string values where it is not
+    needed (``actor.backend=fsdp\\:d8`` -> ``actor.backend=fsdp:d8``).  Anything else is
+    returned as it is: it is already valid override syntax.
+    """
+    if "\\" not in override or "=" not in override:
+        return override
+    parser = _override_parser()
+    try:
+        value = parser.parse_override(override)._value
+        if not isinstance(value, str):
+            return override
+        candidate = override[: override.index("=") + 1] + value
+        if parser.parse_override(candidate)._value == value:
+            return candidate
+    except Exception:  # display only: keep Hydra's own form
+        pass
+    return override
+
+
+@functools.cache
+def _override_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def dry_run_line(num: int, overrides: Sequence[str], plan: Plan | None) -> str:
+    """``#0 actor.backend=fsdp:d8 : rollout 8, actor 8, ... | 16 of 16 GPUs``."""
+    head = f"#{num} {format_overrides(overrides)} : "
+    if plan is None:
+        return head + "not an AReaL config (no engine keys), not validated"
+    engines = []
+    for name, gpus in plan.gpus_by_engine().items():
+        target = plan.engines[name].colocated_with
+        engines.append(f"{name} {gpus}" + (f" (colocated with {target})" if target else ""))
+    return head + ", ".join(engines) + f" | {plan.used_gpus} of {plan.available_gpus} GPUs"
+
+
+# ------------------------------------------------------------------ delegation
+
+
+def inner_launcher_config(config: DictConfig, launcher_config: Any) -> Any:
+    """The inner launcher's config (``hydra.launcher.launcher``), checked."""
+    inner = launcher_config
+    if inner is None:
+        inner = OmegaConf.select(config, "hydra.launcher.launcher", default=None)
+    if inner is None:
+        return OmegaConf.create({"_target_": BASIC_LAUNCHER})
+    target = inner.get("_target_") if hasattr(inner, "get") else None
+    if not isinstance(target, str) or not target:
+        raise ConfigCompositionException(
+            "areal launcher: hydra.launcher.launcher has no _target_; choose the inner "
+            "launcher with e.g. hydra/launcher@hydra.launcher.launcher=basic"
+        )
+    if target == TARGET or _is_areal_launcher(target):
+        raise ConfigCompositionException(
+            "areal launcher: the inner launcher (hydra.launcher.launcher) cannot be the "
+            "areal launcher itself; choose e.g. hydra/launcher@hydra.launcher.launcher=basic"
+        )
+    return inner
+
+
+def _with_launcher(config: DictConfig, inner: Any) -> DictConfig:
+    """A copy of the master config whose ``hydra.launcher`` is the inner launcher's, so
+    that the inner launcher sees its own config where Hydra puts it."""
+    inner_master = copy.deepcopy(config)
+    with read_write(inner_master.hydra), open_dict(inner_master.hydra):
+        inner_master.hydra.launcher = inner
+    return inner_master
+
+
+def _is_areal_launcher(target: str) -> bool:
+    # By name: Hydra's plugin scan re-executes the module, so class objects may differ.
+    clazz = Plugins.instance().class_name_to_class.get(target)
+    return isinstance(clazz, type) and any(
+        f"{c.__module__}.{c.__qualname__}" == TARGET for c in clazz.__mro__
+    )
+
+
+class _PrecomposedLoader(ConfigLoader):
+    """Hydra's config loader, except that it hands out the job configs composed for
+    validation once each (same master config, same overrides) instead of composing them
+    again.  Pickled (joblib, submitit), it turns back into the plain loader.
+    """
+
+    def __init__(self, inner: ConfigLoader, master: DictConfig, jobs: Sequence[_Job]) -> None:
+        self._inner = inner
+        self._master = master
+        self._cache: dict[tuple[str, ...], list[DictConfig]] = {}
+        for job in jobs:
+            if job.config is not None:
+                self._cache.setdefault(tuple(job.overrides), []).append(job.config)
+
+    def __reduce__(self) -> tuple[Callable[[tuple[ConfigLoader]], ConfigLoader], Any]:
+        # operator.itemgetter(0)((loader,)) == loader: unpickles as the wrapped loader.
+        return operator.itemgetter(0), ((self._inner,),)
+
+    def load_sweep_config(
+        self, master_config: DictConfig, sweep_overrides: list[str]
+    ) -> DictConfig:
+        if master_config is self._master:
+            cached = self._cache.get(tuple(sweep_overrides))
+            if cached:
+                return cached.pop(0)
+        return self._inner.load_sweep_config(master_config, sweep_overrides)
+
+    def load_configuration(
+        self,
+        config_name: str | None,
+        overrides: list[str],
+        run_mode: RunMode,
+        from_shell: bool = True,
+        validate_sweep_overrides: bool = True,
+    ) -> DictConfig:
+        return self._inner.load_configuration(
+            config_name=config_name,
+            overrides=overrides,
+            run_mode=run_mode,
+            from_shell=from_shell,
+            validate_sweep_overrides=validate_sweep_overrides,
+        )
+
+    def get_search_path(self) -> Any:
+        return self._inner.get_search_path()
+
+    def get_sources(self) -> Any:
+        return self._inner.get_sources()
+
+    def list_groups(self, parent_name: str) -> list[str]:
+        return self._inner.list_groups(parent_name)
+
+    def get_group_options(
+        self,
+        group_name: str,
+        results_filter: ObjectType | None = ObjectType.CONFIG,
+        config_name: str | None = None,
+        overrides: list[str] | None = None,
+    ) -> list[str]:
+        return self._inner.get_group_options(
+            group_name,
+            results_filter=results_filter,
+            config_name=config_name,
+            overrides=overrides,
+        )
+
+    def compute_defaults_list(
+        self, config_name: str | None, overrides: list[str], run_mode: RunMode
+    ) -> Any:
+        return self._inner.compute_defaults_list(config_name, overrides, run_mode)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else ConfigLoaderImpl offers (helpers used by some plugins).
+        if name.startswith("__") or name in ("_inner", "_master", "_cache"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)

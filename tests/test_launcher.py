@@ -1,0 +1,615 @@
+"""The ``areal`` launcher plugin (SPEC §6, issue 4).
+
+* Hydra's own launcher suites (``LauncherTestSuite``, ``BatchedSweeperTestSuite``,
+  ``IntegrationTestSuite``) run against ``hydra/launcher=areal`` with the basic inner
+  launcher: a config that is not an AReaL config passes through untouched.
+* In-process sweeps of a small AReaL app: a batch with bad jobs raises one
+  ``ConfigCompositionException`` naming every bad job, calls no task, creates no job
+  directory; dry runs print the allocations and run nothing.
+* Real multiruns through hydra-joblib-launcher and hydra-submitit-launcher
+  (``submitit_local``), and the end-to-end ``train.py`` checks of issue 4.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.plugins import Plugins
+from hydra.errors import ConfigCompositionException
+from hydra.plugins.launcher import Launcher
+from hydra.test_utils.launcher_common_tests import (
+    BatchedSweeperTestSuite,
+    IntegrationTestSuite,
+    LauncherTestSuite,
+)
+from hydra.test_utils.test_utils import TSweepRunner
+from omegaconf import DictConfig
+
+from hydra_plugins.areal_conf_plugin import _core
+from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher, AReaLLauncherConf
+
+ROOT = Path(__file__).resolve().parent.parent
+HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
+
+
+@pytest.fixture(autouse=True)
+def _subprocess_pythonpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Applications started in a subprocess (Hydra's integration suite, the end-to-end
+    tests) find this checkout's ``hydra_plugins`` and ``areal_conf`` first."""
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+
+# --------------------------------------------------------------- Hydra's suites
+
+
+def test_discovery() -> None:
+    # by name: Hydra's scan re-executes plugin modules, so the class objects differ
+    names = [f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Launcher)]
+    assert f"{AReaLLauncher.__module__}.{AReaLLauncher.__name__}" in names
+
+
+@pytest.mark.parametrize("launcher_name, overrides", [("areal", [])])
+class TestAReaLLauncher(LauncherTestSuite):
+    """Hydra's launcher suite through ``areal`` + the basic inner launcher."""
+
+
+@pytest.mark.parametrize(
+    "launcher_name, overrides", [("areal", ["hydra.sweeper.max_batch_size=2"])]
+)
+class TestAReaLLauncherBatched(BatchedSweeperTestSuite):
+    """Several batches: job numbers continue across batches."""
+
+
+@pytest.mark.parametrize(
+    "task_launcher_cfg, extra_flags",
+    [
+        (
+            {
+                "defaults": [
+                    {"override hydra/launcher": "areal"},
+                    {"override hydra/hydra_logging": "hydra_debug"},
+                    {"override hydra/job_logging": "disabled"},
+                ]
+            },
+            ["-m"],
+        )
+    ],
+)
+class TestAReaLLauncherIntegration(IntegrationTestSuite):
+    """Hydra's integration suite: subprocess apps selecting ``areal`` in their defaults."""
+
+
+# --------------------------------------------------------------- an AReaL test app
+
+APP_CONFIG = """\
+rollout:
+  backend: "sglang:d2t4"
+  scheduling_strategy: {type: separation, target: null}
+actor:
+  backend: "fsdp:d8"
+  scheduling_strategy: {type: separation, target: null}
+critic:
+  backend: ""
+  scheduling_strategy: {type: colocation, target: actor}
+ref:
+  backend: ""
+  scheduling_strategy: {type: colocation, target: actor}
+teacher:
+  backend: ""
+  scheduling_strategy: {type: separation, target: null}
+cluster:
+  n_nodes: 2
+  n_gpus_per_node: 8
+allocation_mode: ""
+"""
+
+APP_SOURCE = """\
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def main(cfg):
+    hc = HydraConfig.get()
+    line = f"TASK RAN {hc.job.num} {cfg.actor.backend}"
+    print(line, flush=True)
+    Path(hc.runtime.output_dir, "task.txt").write_text(line)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    app = tmp_path / "app"
+    (app / "conf").mkdir(parents=True)
+    (app / "conf" / "config.yaml").write_text(APP_CONFIG)
+    (app / "app.py").write_text(APP_SOURCE)
+    return app
+
+
+def job_dirs(sweep_dir: Path) -> list[str]:
+    if not sweep_dir.exists():
+        return []
+    return sorted(p.name for p in sweep_dir.iterdir() if p.is_dir())
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, cfg: DictConfig) -> str:
+        self.calls.append(str(cfg.actor.backend))
+        return str(cfg.actor.backend)
+
+
+def sweep(runner: TSweepRunner, app: Path, overrides: list[str], sweep_dir: Path, task: Any) -> Any:
+    return runner(
+        calling_file=str(app / "app.py"),
+        calling_module=None,
+        task_function=task,
+        config_path="conf",
+        config_name="config",
+        overrides=["hydra/launcher=areal", *overrides],
+        temp_dir=sweep_dir,
+    )
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+class TestValidation:
+    def test_valid_batch_runs_every_job(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        with sweep(
+            hydra_sweep_runner, app_dir, ["actor.backend=fsdp:d8,fsdp:d4t2"], sweep_dir, task
+        ) as s:
+            assert s.returns is not None
+            assert [r.return_value for r in s.returns[0]] == ["fsdp:d8", "fsdp:d4t2"]
+            assert [r.hydra_cfg.hydra.job.num for r in s.returns[0]] == [0, 1]
+            assert job_dirs(sweep_dir) == ["0", "1"]
+        assert task.calls == ["fsdp:d8", "fsdp:d4t2"]
+
+    def test_one_bad_job_stops_the_batch(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8,d4t2,fsdp:d4t2"],
+            sweep_dir,
+            task,
+        )
+        with pytest.raises(ConfigCompositionException) as info:
+            runner.__enter__()
+        msg = str(info.value)
+        assert "1 of 3 jobs failed validation" in msg
+        assert "\n#1 actor.backend=d4t2\n" in msg
+        assert "    actor.backend: no backend prefix" in msg
+        assert "#0" not in msg and "#2" not in msg
+        assert task.calls == []
+        assert job_dirs(sweep_dir) == []  # the sweeper's multirun.yaml only
+
+    def test_every_failing_job_is_listed(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            [
+                "actor.backend=fdsp:d8,fsdp:d8,d4t2",
+                "allocation_mode='',sglang:d4t2+fsdp:d8",
+            ],
+            sweep_dir,
+            task,
+        )
+        with pytest.raises(ConfigCompositionException) as info:
+            runner.__enter__()
+        msg = str(info.value)
+        assert "5 of 6 jobs failed validation" in msg
+        # job numbers in batch order, each with its overrides as typed and its reason
+        assert [line.split(" ")[0] for line in msg.splitlines() if line.startswith("#")] == [
+            "#0",
+            "#1",
+            "#3",
+            "#4",
+            "#5",
+        ]
+        assert "#0 actor.backend=fdsp:d8 \"allocation_mode=''\"\n" in msg
+        assert "unknown backend 'fdsp'" in msg
+        assert "#3 actor.backend=fsdp:d8 allocation_mode=sglang:d4t2+fsdp:d8\n" in msg
+        assert "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8" in msg  # the translation
+        assert "#4 actor.backend=d4t2 \"allocation_mode=''\"\n" in msg
+        assert msg.count("no backend prefix") == 1
+        assert task.calls == []
+        assert job_dirs(sweep_dir) == []
+
+    def test_batches_are_validated_one_at_a_time_with_global_numbers(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8,fsdp:d4t2,d4t2", "hydra.sweeper.max_batch_size=2"],
+            sweep_dir,
+            task,
+        )
+        with pytest.raises(ConfigCompositionException) as info:
+            runner.__enter__()
+        assert "1 of 1 job failed validation" in str(info.value)
+        assert "#2 actor.backend=d4t2" in str(info.value)
+        assert task.calls == ["fsdp:d8", "fsdp:d4t2"]  # the first batch was valid and ran
+
+    def test_dry_run_prints_each_job_and_runs_none(
+        self,
+        hydra_sweep_runner: TSweepRunner,
+        app_dir: Path,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        overrides = [
+            f"actor.backend=fsdp:d8,'{HYBRID}'",
+            "cluster.n_nodes=5",
+            "hydra.launcher.dry_run=true",
+        ]
+        with sweep(hydra_sweep_runner, app_dir, overrides, sweep_dir, task) as s:
+            assert s.returns == [[]]
+            assert job_dirs(sweep_dir) == []
+        assert task.calls == []
+        lines = capsys.readouterr().out.splitlines()
+        assert lines == [
+            "#0 actor.backend=fsdp:d8 cluster.n_nodes=5 : rollout 8, actor 8, "
+            "critic 8 (colocated with actor), ref 8 (colocated with actor) | 16 of 40 GPUs",
+            f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : rollout 8, actor 32, "
+            "critic 32 (colocated with actor), ref 32 (colocated with actor) | 40 of 40 GPUs",
+        ]
+
+    def test_dry_run_still_rejects_bad_jobs(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8,fsdp:d16", "hydra.launcher.dry_run=true"],
+            tmp_path / "sweep",
+            Recorder(),
+        )
+        with pytest.raises(ConfigCompositionException, match=r"#1 actor.backend=fsdp:d16"):
+            runner.__enter__()
+
+    def test_inner_launcher_cannot_be_areal(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8", "hydra/launcher@hydra.launcher.launcher=areal"],
+            tmp_path / "sweep",
+            task,
+        )
+        with pytest.raises(ConfigCompositionException, match="cannot be the areal launcher"):
+            runner.__enter__()
+        assert task.calls == []
+
+
+# --------------------------------------------------------------- composition
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    "choice, target",
+    [
+        (None, "hydra._internal.core_plugins.basic_launcher.BasicLauncher"),
+        ("basic", "hydra._internal.core_plugins.basic_launcher.BasicLauncher"),
+        ("joblib", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+        (
+            "submitit_local",
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+        ),
+        (
+            "submitit_slurm",
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+        ),
+    ],
+)
+def test_inner_launcher_is_chosen_by_package_override(
+    app_dir: Path, choice: str | None, target: str
+) -> None:
+    if choice and choice != "basic":
+        pytest.importorskip(target.rsplit(".", 2)[0])
+    overrides = ["hydra/launcher=areal"]
+    if choice:
+        overrides.append(f"hydra/launcher@hydra.launcher.launcher={choice}")
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+    assert launcher._recursive_ is False
+    assert launcher.dry_run is False
+    assert launcher.launcher._target_ == target
+    if choice == "submitit_slurm":
+        # the real plugin's config; its interpolations resolve from the new position
+        assert launcher.launcher.submitit_folder == f"{cfg.hydra.sweep.dir}/.submitit/%j"
+        assert "partition" in launcher.launcher
+
+
+def test_dataclass_defaults_to_basic_launcher() -> None:
+    conf = AReaLLauncherConf()
+    assert conf.launcher == {
+        "_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+    }
+    assert conf._recursive_ is False and conf.dry_run is False
+
+
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        ({"actor": {"backend": "fsdp:d8"}}, True),
+        ({"allocation_mode": ""}, True),
+        ({"actor": "???"}, True),  # missing: validate reports it
+        ({"foo": 10, "bar": 100}, False),  # Hydra's test apps: passed through
+        ({}, False),
+    ],
+)
+def test_only_areal_configs_are_validated(cfg: dict[str, Any], expected: bool) -> None:
+    assert _core.is_areal_config(DictConfig(cfg)) is expected
+
+
+class StandInLoader:
+    """Picklable stand-in for Hydra's ConfigLoaderImpl (whose config sources are
+    re-created by Hydra's plugin scan, which plain pickle does not follow)."""
+
+
+def test_precomposed_loader_pickles_as_the_plain_loader() -> None:
+    """joblib and submitit pickle the Hydra context to their workers: the cache of
+    composed configs must not travel with it."""
+    inner: Any = StandInLoader()
+    job = _core._Job(0, ["a=1"], DictConfig({"a": 1}), None)
+    wrapped = _core._PrecomposedLoader(inner, DictConfig({}), [job])
+    restored = pickle.loads(pickle.dumps(wrapped))
+    assert type(restored) is StandInLoader
+
+
+@pytest.mark.parametrize(
+    "sweeper_form, shown",
+    [
+        ("actor.backend=fsdp\\:d8", "actor.backend=fsdp:d8"),
+        ("actor.backend=d4t2", "actor.backend=d4t2"),
+        (f"actor.backend='{HYBRID}'", f"\"actor.backend='{HYBRID}'\""),
+        ("+a=0", "+a=0"),
+        ("db=mysql", "db=mysql"),
+        ("allocation_mode=''", "\"allocation_mode=''\""),
+        ("allocation_mode=sglang\\:d4t2+fsdp\\:d8", "allocation_mode=sglang:d4t2+fsdp:d8"),
+        ("x=[1,2]", '"x=[1,2]"'),
+        ("x='$HOME'", "'x='\"'\"'$HOME'\"'\"''"),
+        ("x=a\\ b", '"x=a b"'),  # Hydra reads an inner blank without the escape too
+        ("x=a\\,b", "'x=a\\,b'"),  # a comma needs the escape: kept as Hydra wrote it
+    ],
+)
+def test_overrides_are_shown_as_typed(sweeper_form: str, shown: str) -> None:
+    assert _core.format_overrides([sweeper_form]) == shown
+
+
+# --------------------------------------------------------------- plugin module weight
+
+
+def test_plugin_module_is_light() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import hydra_plugins.areal_conf_plugin.areal_launcher
+        heavy = sorted(m for m in sys.modules
+                       if m.startswith("areal_conf") or m.endswith("areal_conf_plugin._core"))
+        print(heavy)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_info_plugins_lists_areal() -> None:
+    out = run_train(["--info", "plugins"])
+    assert out.returncode == 0, out.stderr
+    assert "AReaLLauncher" in out.stdout
+    assert "hydra_plugins.areal_conf_plugin.areal_launcher" in out.stdout
+
+
+# --------------------------------------------------------------- real launchers
+
+
+def run_app(app: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(app / "app.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=app,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "inner, extra",
+    [
+        ("joblib", ["hydra.launcher.launcher.n_jobs=2"]),
+        ("submitit_local", ["hydra.launcher.launcher.timeout_min=5"]),
+    ],
+)
+def test_real_multirun_through_inner_launcher(
+    app_dir: Path, tmp_path: Path, inner: str, extra: list[str]
+) -> None:
+    pytest.importorskip(f"hydra_plugins.hydra_{inner.split('_')[0]}_launcher")
+    sweep_dir = tmp_path / "sweep"
+    args = [
+        "-m",
+        "actor.backend=fsdp:d8,fsdp:d4t2",
+        "hydra/launcher=areal",
+        f"hydra/launcher@hydra.launcher.launcher={inner}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *extra,
+    ]
+    out = run_app(app_dir, args)
+    assert out.returncode == 0, out.stderr
+    assert job_dirs(sweep_dir)[-2:] == ["0", "1"]
+    for num, backend in ((0, "fsdp:d8"), (1, "fsdp:d4t2")):
+        # joblib and submitit run the jobs in worker processes: each job leaves its mark
+        assert (sweep_dir / str(num) / "task.txt").read_text() == f"TASK RAN {num} {backend}"
+        assert (sweep_dir / str(num) / ".hydra" / "config.yaml").exists()
+
+
+@pytest.mark.parametrize("inner", ["joblib", "submitit_local"])
+def test_real_inner_launcher_runs_nothing_on_a_bad_job(
+    app_dir: Path, tmp_path: Path, inner: str
+) -> None:
+    pytest.importorskip(f"hydra_plugins.hydra_{inner.split('_')[0]}_launcher")
+    sweep_dir = tmp_path / "sweep"
+    out = run_app(
+        app_dir,
+        [
+            "-m",
+            "actor.backend=fsdp:d8,d4t2",
+            "hydra/launcher=areal",
+            f"hydra/launcher@hydra.launcher.launcher={inner}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+    )
+    assert out.returncode != 0
+    assert "#1 actor.backend=d4t2" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert "TASK RAN" not in out.stdout
+    assert job_dirs(sweep_dir) == []
+
+
+# --------------------------------------------------------------- train.py end to end
+
+
+def run_train(args: list[str]) -> subprocess.CompletedProcess[str]:
+    if not (ROOT / "train.py").exists():
+        pytest.skip("train.py not present")
+    return subprocess.run(
+        [sys.executable, "train.py", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "sweep"
+
+
+def test_train_sweep_with_bare_dims_runs_nothing(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,d4t2,fsdp:d4t2",
+            "hydra/launcher=areal",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode != 0
+    assert "#1 actor.backend=d4t2" in out.stderr
+    assert "no backend prefix" in out.stderr
+    assert "#0" not in out.stderr and "#2" not in out.stderr
+    assert "Traceback" not in out.stderr
+    assert job_dirs(sweep_dir) == []
+    assert "plan written" not in out.stdout
+    assert "GPUs:" not in out.stdout  # no plan table: the task never ran
+
+
+def test_train_sweep_without_the_bad_value_runs_two_jobs(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2",
+            "hydra/launcher=areal",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    assert job_dirs(sweep_dir) == ["0", "1"]
+    for num in (0, 1):
+        assert (sweep_dir / str(num) / "allocation_plan.json").exists()
+    assert out.stdout.count("plan written") == 2
+
+
+def test_train_dry_run_prints_both_jobs_and_runs_neither(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2",
+            "hydra/launcher=areal",
+            "hydra.launcher.dry_run=true",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("#")]
+    assert lines == [
+        "#0 actor.backend=fsdp:d8 : rollout 8, actor 8, critic 8 (colocated with actor), "
+        "ref 8 (colocated with actor) | 16 of 16 GPUs",
+        "#1 actor.backend=fsdp:d4t2 : rollout 8, actor 8, critic 8 (colocated with actor), "
+        "ref 8 (colocated with actor) | 16 of 16 GPUs",
+    ]
+    assert job_dirs(sweep_dir) == []
+    assert "plan written" not in out.stdout
+
+
+def test_train_dry_run_of_the_quoted_hybrid_form(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            f"actor.backend=fsdp:d8,'{HYBRID}'",
+            "cluster.n_nodes=5",
+            "hydra/launcher=areal",
+            "hydra.launcher.dry_run=true",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : rollout 8, actor 32" in out.stdout
+    assert "| 40 of 40 GPUs" in out.stdout
+
+
+def test_train_sweep_rejects_allocation_mode_in_every_job(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2",
+            "allocation_mode=sglang:d4t2+fsdp:d8",
+            "hydra/launcher=areal",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode != 0
+    assert "2 of 2 jobs failed validation" in out.stderr
+    assert out.stderr.count("rollout.backend=sglang:d4t2 actor.backend=fsdp:d8") == 2
+    assert job_dirs(sweep_dir) == []
