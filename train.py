@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 import areal_conf.config  # noqa: F401  (registers the schema and the areal. resolvers)
 from areal_conf import AllocationError
+from areal_conf.gpu_map import render_gpu_map
 from areal_conf.validate import validate
 
 PLAN_FILE = "allocation_plan.json"
@@ -32,6 +33,8 @@ def main(cfg: DictConfig) -> None:
         print(f"error: invalid allocation\n{err}", file=sys.stderr)
         sys.exit(2)
     print(plan.table())
+    print()
+    print(render_gpu_map(plan))
     out = Path(HydraConfig.get().runtime.output_dir) / PLAN_FILE
     out.write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
     print(f"plan written to {out}")

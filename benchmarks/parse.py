@@ -94,14 +94,18 @@ def main() -> None:
         f"{statistics.median(hybrid):.2f} µs, p90 {statistics.quantiles(times, n=10)[-1]:.2f} µs"
     )
     sample = specs[:: max(1, len(specs) // 300)]
-    for label, fresh in (("new lark Earley parser per call (as AReaL)", True),
-                         ("cached lark Earley parser", False)):
+    for label, fresh in (
+        ("new lark Earley parser per call (as AReaL)", True),
+        ("cached lark Earley parser", False),
+    ):
         theirs = lark_us(sample, fresh=fresh)
         if theirs is None:
             print("  (install the bench extra, pip install -e '.[bench]', to compare with lark)")
             break
-        print(f"  {label}: median {theirs:,.0f} µs/parse on {len(sample)} of the specs, "
-              f"{theirs / median:,.0f}× slower")
+        print(
+            f"  {label}: median {theirs:,.0f} µs/parse on {len(sample)} of the specs, "
+            f"{theirs / median:,.0f}× slower"
+        )
     print("rejection time of long inputs (100 KB vs 1 MB, ratio ≈ 10 means linear):")
     for name, unit in [("'('", "("), ("blanks", " "), ("digits", "9"), ("d1", "d1")]:
         prefix = "fsdp:" if unit in ("d1", "9") else ""

@@ -200,6 +200,9 @@ def test_train_default_prints_and_writes_plan(tmp_path: Path) -> None:
     result = run_train(tmp_path)
     assert result.returncode == 0, result.stderr
     assert "GPUs: 16 used of 16" in result.stdout
+    # the per-node GPU map follows the plan table
+    assert "node 0  R R R R R R R R\nnode 1  A A A A A A A A" in result.stdout
+    assert result.stdout.index("GPUs: 16 used") < result.stdout.index("node 0  R")
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["gpus"] == {"available": 16, "used": 16, "idle": 0}
     assert plan["engines"]["rollout"]["gpus"] == 8 and plan["engines"]["actor"]["gpus"] == 8

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from areal_conf import AllocationError, parse_backend
+from areal_conf import AllocationError, parse_backend, rank_groups
 from areal_conf.plan import place
+from areal_conf.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+COLOCATED = {"type": "colocation", "target": "actor"}
 
 
 def placed_alone(spec: str, nodes: int = 2, per_node: int = 8) -> list[tuple[int, int]]:
@@ -55,3 +61,53 @@ def test_training_tensor_parallel_groups_stay_within_a_node() -> None:
     for group in instances(actor, 2):
         assert len({node for node, _ in group}) == 1
     assert not set(actor) & set(placed["rollout"])
+
+
+# -- the same rules through a whole plan ---------------------------------------------------
+
+
+def tp_groups_nodes(slots: tuple[tuple[int, int], ...], spec: str) -> list[set[int]]:
+    """The nodes of each tensor-parallel group; slots are indexed by engine-local rank."""
+    return [{slots[rank][0] for rank in group} for group in rank_groups(spec)["tp"]]
+
+
+def test_default_config_actor_tp_groups_lie_within_one_node() -> None:
+    from hydra import compose, initialize_config_dir
+
+    import areal_conf.config  # noqa: F401  (registers the schema)
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        plan = validate(compose("config"))
+    actor = plan.engines["actor"]
+    assert actor.allocation is not None and actor.allocation.parallel.tp_size == 2
+    assert len(actor.slots) == actor.gpus == 8
+    nodes = tp_groups_nodes(actor.slots, str(actor.allocation))
+    assert len(nodes) == 4
+    assert all(len(group) == 1 for group in nodes)
+
+
+@pytest.mark.parametrize(
+    ("rollout", "actor", "n_nodes"),
+    [
+        ("sglang:d3t4", "megatron:d2p2t4", 4),  # rollout leaves 4 GPUs on node 1
+        ("sglang:d3t2", "megatron:(attn:d2p2t4|ffn:d2p2t2e2)", 3),  # 2 on node 0
+        ("sglang:d5t2", "fsdp:d3t2", 2),  # odd leftovers: 6 on node 1
+        ("sglang:d1t16", "megatron:d2p2t8", 6),  # an inference instance on whole nodes
+    ],
+)
+def test_actor_tp_groups_never_straddle_after_rollout(
+    rollout: str, actor: str, n_nodes: int
+) -> None:
+    plan = validate(
+        {
+            "rollout": {"backend": rollout},
+            "actor": {"backend": actor},
+            "critic": {"backend": "", "scheduling_strategy": COLOCATED},
+            "ref": {"backend": "", "scheduling_strategy": COLOCATED},
+            "cluster": {"n_nodes": n_nodes, "n_gpus_per_node": 8},
+        }
+    )
+    slots = plan.engines["actor"].slots
+    assert all(len(group) == 1 for group in tp_groups_nodes(slots, actor))
+    assert not set(slots) & set(plan.engines["rollout"].slots)
+    assert plan.engines["critic"].slots == plan.engines["ref"].slots == slots

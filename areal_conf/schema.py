@@ -1,0 +1,253 @@
+"""A JSON Schema of the config for YAML editors (``python -m areal_conf schema``).
+
+The pydantic models below mirror the structured config dataclasses of
+:mod:`areal_conf.config` field by field (a test keeps them in step); they exist only to
+print the schema, validation of a real config is :func:`areal_conf.validate.validate`.
+
+Every ``backend`` field carries a ``pattern`` built from the one backend table
+(:data:`areal_conf.backends.BACKENDS`) that accepts the grammar of SPEC §2 *as syntax*:
+the backend names of the engine's kind, the dimension letters each backend takes
+(another letter only with size 1), the flat form and, for megatron and archon, the
+hybrid form with or without its parentheses, blanks between tokens. So an editor flags
+``d4t2`` (no backend prefix), ``fsdp:d4p2``, ``FSDP:d8`` or ``sglang:d4`` on the actor.
+It is a superset of what the parser accepts: a repeated letter, a world size that does
+not fit, or a hybrid rule about sizes is left to the parser. Strings holding an
+OmegaConf interpolation (``${...}``) are accepted everywhere, as their value is unknown
+until resolution.
+
+Hydra's own keys of a primary config (``defaults``, ``hydra``) are allowed at the top
+level; every other unknown key is flagged, as OmegaConf rejects it in a structured config.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from areal_conf import config as _dataclasses
+from areal_conf.backends import BACKENDS, ENGINES, MAX_SIZE
+
+SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
+
+# -------------------------------------------------------------------------- patterns
+
+_BLANK = "[ \\t]*"
+# 1..9999999: at most the digits of 2**20 (the value itself is the parser's business).
+_SIZE = f"[1-9][0-9]{{0,{len(str(MAX_SIZE)) - 1}}}"
+# Any string with an OmegaConf interpolation in it.
+INTERPOLATION: Final = ".*\\$\\{.*\\}.*"
+
+
+def _dims(allowed: str, letters: str) -> str:
+    """One dims list: letters of ``allowed`` with any size, the other ``letters`` size 1."""
+    any_size = "".join(ch for ch in letters if ch in allowed)
+    size_one = "".join(ch for ch in letters if ch not in allowed)
+    parts = []
+    if any_size:
+        parts.append(f"[{any_size}]{_BLANK}{_SIZE}")
+    if size_one:
+        parts.append(f"[{size_one}]{_BLANK}1")
+    dim = "(?:" + "|".join(parts) + ")"
+    return f"{dim}(?:{_BLANK}{dim})*"
+
+
+def _spec(name: str) -> str:
+    """The syntax of one backend's strings, without anchors."""
+    rule = BACKENDS[name]
+    body = _dims(rule.dims, "dtpce")
+    if rule.hybrid:
+        attn = _dims(rule.dims, "dtpc")
+        ffn = _dims(rule.dims, "dtpe")
+        sections = f"attn{_BLANK}:{_BLANK}{attn}{_BLANK}\\|{_BLANK}ffn{_BLANK}:{_BLANK}{ffn}"
+        body = f"(?:{body}|\\({_BLANK}{sections}{_BLANK}\\)|{sections})"
+    return f"{name}{_BLANK}:{_BLANK}{body}"
+
+
+def backend_pattern(kind: str, *, allow_empty: bool = False, interpolation: bool = True) -> str:
+    """An ECMA-262 / Python regex (anchored) for the backend strings of ``kind``.
+
+    ``kind`` is ``"inference"`` or ``"training"``; ``allow_empty`` admits ``""``
+    (critic, ref, teacher); ``interpolation`` admits any string with ``${...}``.
+    """
+    names = [name for name, rule in BACKENDS.items() if rule.kind == kind]
+    if not names:
+        raise ValueError(f"no backend of kind {kind!r}")
+    alternatives = [_BLANK + "(?:" + "|".join(_spec(n) for n in names) + ")" + _BLANK]
+    if allow_empty:
+        alternatives.insert(0, "")
+    if interpolation:
+        alternatives.append(INTERPOLATION)
+    return "^(?:" + "|".join(alternatives) + ")$"
+
+
+# ---------------------------------------------------------------------------- models
+
+_Interpolated = Annotated[
+    str,
+    Field(pattern=f"^{INTERPOLATION}$", description="an OmegaConf interpolation, e.g. ${oc.env:N}"),
+]
+_Count = Annotated[int, Field(ge=1)]
+_OptionalCount = _Count | None | _Interpolated
+
+_INFERENCE_NAMES = ", ".join(n for n, r in BACKENDS.items() if r.kind == "inference")
+_TRAINING_NAMES = ", ".join(n for n, r in BACKENDS.items() if r.kind == "training")
+_GRAMMAR = (
+    "backend:dims, e.g. {example}; dims are letters d (data) t (tensor) p (pipeline) "
+    "c (context) e (expert) with sizes"
+)
+_ALLOCATION_DOC = (
+    "Computed: the ${areal.allocation:} resolver expands the engine's backend into "
+    "{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."
+)
+
+_Engine = Literal["rollout", "actor", "critic", "ref", "teacher"]
+assert set(_Engine.__args__) == set(ENGINES)  # type: ignore[attr-defined]
+
+
+def _backend_field(kind: str, default: str, description: str, *, allow_empty: bool) -> Any:
+    return Field(
+        default=default,
+        description=description,
+        pattern=backend_pattern(kind, allow_empty=allow_empty),
+        examples=["sglang:d2t4"] if kind == "inference" else ["fsdp:d4t2", "megatron:d2p2t4e4"],
+    )
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SchedulingStrategy(_Closed):
+    """Where an engine runs: on its own GPUs, or on another engine's."""
+
+    type: Literal["separation", "colocation"] | _Interpolated = Field(
+        default=_dataclasses.SchedulingStrategy.type,
+        description="separation: own GPUs; colocation: share the GPUs of `target`",
+    )
+    target: _Engine | _Interpolated | None = Field(
+        default=_dataclasses.SchedulingStrategy.target,
+        description="the engine whose GPUs a colocated engine shares",
+    )
+
+
+class RolloutConfig(_Closed):
+    """The inference engine that generates rollouts."""
+
+    backend: str = _backend_field(
+        "inference",
+        _dataclasses.RolloutConfig.backend,
+        f"Required. {_INFERENCE_NAMES}: "
+        + _GRAMMAR.format(example="sglang:d2t4 (2 instances × 4 GPUs)"),
+        allow_empty=False,
+    )
+    scheduling_strategy: SchedulingStrategy = Field(default_factory=SchedulingStrategy)
+    allocation: Any = Field(default=None, description=_ALLOCATION_DOC)
+
+
+class TrainEngineConfig(_Closed):
+    """The trained policy."""
+
+    backend: str = _backend_field(
+        "training",
+        _dataclasses.TrainEngineConfig.backend,
+        f"Required. {_TRAINING_NAMES}: "
+        + _GRAMMAR.format(example="fsdp:d4t2, megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"),
+        allow_empty=False,
+    )
+    scheduling_strategy: SchedulingStrategy = Field(default_factory=SchedulingStrategy)
+    allocation: Any = Field(default=None, description=_ALLOCATION_DOC)
+
+
+def _colocated() -> SchedulingStrategy:
+    return SchedulingStrategy(type="colocation", target="actor")
+
+
+class CriticConfig(TrainEngineConfig):
+    """The value model; by default on the actor's GPUs with the actor's backend."""
+
+    backend: str = _backend_field(
+        "training",
+        _dataclasses.CriticConfig.backend,
+        f'{_TRAINING_NAMES}, or "" to use actor.backend: ' + _GRAMMAR.format(example="fsdp:d8"),
+        allow_empty=True,
+    )
+    scheduling_strategy: SchedulingStrategy = Field(default_factory=_colocated)
+
+
+class RefConfig(CriticConfig):
+    """The frozen reference policy; by default on the actor's GPUs with its backend."""
+
+
+class TeacherConfig(TrainEngineConfig):
+    """A frozen teacher for distillation; an empty backend disables it."""
+
+    backend: str = _backend_field(
+        "training",
+        _dataclasses.TrainEngineConfig.backend,
+        f'{_TRAINING_NAMES}, or "" for no teacher: ' + _GRAMMAR.format(example="megatron:d2p2t4"),
+        allow_empty=True,
+    )
+
+
+class ClusterConfig(_Closed):
+    """The GPUs available to the run."""
+
+    n_nodes: _Count | _Interpolated = Field(default=_dataclasses.ClusterConfig.n_nodes)
+    n_gpus_per_node: _Count | _Interpolated = Field(
+        default=_dataclasses.ClusterConfig.n_gpus_per_node
+    )
+
+
+class ModelConfig(_Closed):
+    """Model shape for the layout checks; null skips a check."""
+
+    num_layers: _OptionalCount = Field(default=None, description="divisible by pp")
+    num_attention_heads: _OptionalCount = Field(default=None, description="divisible by tp")
+    num_kv_heads: _OptionalCount = Field(default=None, description="a multiple or a divisor of tp")
+    num_experts: _OptionalCount = Field(
+        default=None, description="divisible by ep; null: a dense model (no expert layouts)"
+    )
+    max_seq_len: _OptionalCount = Field(default=None, description="divisible by 2×cp when cp > 1")
+
+
+class AReaLConfig(_Closed):
+    """An AReaL-style RL training config (areal-conf): one backend string per engine."""
+
+    model_config = ConfigDict(extra="forbid", title="AReaL config (areal-conf)")
+
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    actor: TrainEngineConfig = Field(default_factory=TrainEngineConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    ref: RefConfig = Field(default_factory=RefConfig)
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    allocation_mode: str = Field(
+        default=_dataclasses.AReaLConfig.allocation_mode,
+        pattern="^$",
+        deprecated=True,
+        description="Deprecated and rejected when set: give each engine its backend instead "
+        "(python -m areal_conf migrate '<allocation_mode>' prints the overrides).",
+    )
+    defaults: list[Any] | None = Field(
+        default=None, description="Hydra's defaults list (not part of the composed config)"
+    )
+    hydra: dict[str, Any] | None = Field(
+        default=None, description="Hydra's own settings (not part of the composed config)"
+    )
+
+
+# Keys of the root that are Hydra's, not the config's.
+HYDRA_KEYS: Final = ("defaults", "hydra")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a config file."""
+    schema = AReaLConfig.model_json_schema()
+    return {"$schema": SCHEMA_DIALECT, **schema}
+
+
+def schema_json(indent: int = 2) -> str:
+    return json.dumps(json_schema(), indent=indent, ensure_ascii=False)

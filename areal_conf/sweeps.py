@@ -1,0 +1,296 @@
+"""Parallelism sweeps (SPEC §8): which layouts to try for one engine, and how to write them.
+
+:func:`engine_layouts` reads a composed config (a DictConfig or any nested mapping) and
+answers "every valid layout of this engine": the backend, the GPU count and the tp cap
+default to what the config says (the engine's current backend and world size, following
+SPEC §1's fallback, and ``cluster.n_gpus_per_node``), and the ``model`` section filters
+them. The ``areal_layouts`` Hydra sweeper and ``python -m areal_conf layouts`` both call
+into this module; it imports no Hydra.
+
+:func:`sweep_override` writes a list of values as one Hydra multirun override,
+escaped for Hydra's override grammar; :func:`shell_sweep_override` adds the shell quoting
+(the rules are :func:`areal_conf.overrides.format_overrides`'s).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from areal_conf.backends import BACKENDS, ENGINES, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
+from areal_conf.errors import AllocationError
+from areal_conf.layouts import layouts
+from areal_conf.model_checks import MODEL_KEYS
+from areal_conf.overrides import shell_sweep_override
+
+# SPEC §1: engines whose empty backend means "inherit actor.backend".
+_INHERITS_ACTOR = ("critic", "ref")
+
+
+@dataclass(frozen=True)
+class EngineSweep:
+    """The layouts to sweep for one engine, and where their parameters came from."""
+
+    engine: str
+    backend: str
+    gpus: int
+    max_tp: int | None
+    layouts: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """The config key the sweep sets, e.g. ``actor.backend``."""
+        return f"{self.engine}.backend"
+
+    def describe(self) -> str:
+        cap = "no tp cap" if self.max_tp is None else f"tp ≤ {self.max_tp}"
+        return (
+            f"{len(self.layouts)} {self.backend} layout(s) of {self.engine} on "
+            f"{self.gpus} GPUs ({cap})"
+        )
+
+
+def check_engine(engine: object) -> str:
+    """``engine`` if it is one of SPEC §1's engines, else an AllocationError with a hint."""
+    if isinstance(engine, str) and engine in ENGINES:
+        return engine
+    shown = engine if isinstance(engine, str) else repr(engine)
+    close = difflib.get_close_matches(str(shown).lower(), ENGINES, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise AllocationError(
+        f"unknown engine {shown!s}",
+        shown,
+        None,
+        hint=hint + "the engines are " + join_or(list(ENGINES)),
+    )
+
+
+def check_engine_kind(engine: str, backend: str) -> None:
+    """rollout runs an inference backend, every other engine a training one (SPEC §1)."""
+    rule = BACKENDS.get(backend)
+    if rule is None:
+        return  # layouts() names the unknown backend with its hint
+    wants = "inference" if engine == "rollout" else "training"
+    if rule.kind == wants:
+        return
+    choices = INFERENCE_BACKENDS if wants == "inference" else TRAINING_BACKENDS
+    other = "rollout" if wants == "training" else "a training engine (actor, critic, ref, teacher)"
+    raise AllocationError(
+        f"{engine} needs {'an' if wants == 'inference' else 'a'} {wants} backend, got {backend}",
+        backend,
+        0,
+        length=len(backend),
+        hint=f"use {join_or(list(choices))} for {engine}, or give {backend} to {other}",
+    )
+
+
+def default_engine(backend: str) -> str:
+    """The engine a sweep of ``backend`` is usually for: rollout for inference backends."""
+    rule = BACKENDS.get(backend)
+    return "rollout" if rule is not None and rule.kind == "inference" else "actor"
+
+
+def engine_backend(cfg: Any, engine: str) -> tuple[str | None, str]:
+    """The backend string ``engine`` runs in a composed config, and the key it comes from.
+
+    SPEC §1: an empty critic/ref backend is the actor's; an empty teacher backend
+    disables the teacher (``None``); an empty rollout/actor backend is ``""``.
+    """
+    key = f"{engine}.backend"
+    node = cfg.get(engine)
+    written = None if node is None else node.get("backend")
+    if written is None or written == "":
+        if engine in _INHERITS_ACTOR:
+            actor = cfg.get("actor")
+            inherited = None if actor is None else actor.get("backend")
+            return (inherited or ""), f"actor.backend (inherited by an empty {key})"
+        if engine == "teacher":
+            return None, key
+        return "", key
+    return written, key
+
+
+def engine_layouts(
+    cfg: Any,
+    engine: str = "actor",
+    *,
+    backend: str | None = None,
+    gpus: int | None = None,
+    max_tp: int | None = None,
+) -> EngineSweep:
+    """Every valid layout of ``engine`` for a composed config (SPEC §8).
+
+    ``backend`` defaults to the engine's current backend name, ``gpus`` to its current
+    world size (both following SPEC §1's fallback), ``max_tp`` to
+    ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts (SPEC §7).
+    Raises AllocationError, its first line naming the config key or sweeper field at
+    fault, when a default cannot be derived or no layout is valid.
+    """
+    from areal_conf.parser import parse_backend
+
+    engine = check_engine(engine)
+    if backend is None or gpus is None:
+        spec, where = engine_backend(cfg, engine)
+        if spec is None:
+            raise AllocationError(
+                f"{where}: the teacher is disabled (empty backend), so there is no current "
+                "backend or world size to sweep",
+                None,
+                None,
+                hint="give both, e.g. hydra.sweeper.backend=megatron hydra.sweeper.gpus=16",
+            )
+        if spec == "":
+            raise AllocationError(
+                f"{where}: {engine} has no backend, so there is no current backend or "
+                "world size to sweep",
+                None,
+                None,
+                hint=f"set {engine}.backend, or give hydra.sweeper.backend and hydra.sweeper.gpus",
+            )
+        try:
+            current = parse_backend(spec)
+        except AllocationError as err:
+            raise err.with_context(where) from None
+        backend = current.backend if backend is None else backend
+        gpus = current.world_size if gpus is None else gpus
+    if max_tp is None:
+        cluster = cfg.get("cluster") or {}
+        max_tp = cluster.get("n_gpus_per_node", 8)
+    check_engine_kind(engine, backend)
+    model = cfg.get("model")
+    section = None if model is None else {k: model.get(k) for k in model}
+    try:
+        found = layouts(backend, gpus, model=section, max_tp=max_tp)
+    except AllocationError as err:
+        raise err.with_context(f"sweep of {engine}.backend") from None
+    if not found:
+        raise AllocationError(
+            f"no valid {backend} layout of {engine} on {gpus} GPUs "
+            f"(tp ≤ {max_tp}, with this model section)",
+            None,
+            None,
+            hint="sweep another GPU count (hydra.sweeper.gpus), raise hydra.sweeper.max_tp, "
+            "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
+        )
+    return EngineSweep(engine, backend, gpus, max_tp, tuple(found))
+
+
+# ------------------------------------------------------------------- command line
+
+_CLI_MAX_TP = 8  # the typical GPUs per node
+
+
+def add_layouts_command(commands: Any) -> None:
+    """Add ``layouts`` to the subcommands of ``python -m areal_conf``."""
+    import argparse
+
+    names = join_or(list(BACKENDS))
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "layouts",
+        help="list every valid layout of a backend on N GPUs",
+        description="Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
+        "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
+        "--hydra one multirun override that tries them all, to paste after "
+        "python train.py -m. "
+        "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts.",
+    )
+    parser.add_argument("backend", help=f"backend name: {names}")
+    parser.add_argument(
+        "--gpus", type=int, required=True, help="the engine's world size (dp×tp×pp×cp)"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="KEY=VALUE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="model shape for the checks of SPEC §7, e.g. --model num_experts=64 "
+        "num_layers=48 (keys: " + ", ".join(MODEL_KEYS) + ")",
+    )
+    parser.add_argument(
+        "--max-tp",
+        type=_max_tp_arg,
+        default=_CLI_MAX_TP,
+        metavar="N",
+        help=f"largest tensor (and expert tensor) parallel size to list; default "
+        f"{_CLI_MAX_TP}, the typical GPUs per node (give your cluster.n_gpus_per_node), "
+        "'none' for no cap",
+    )
+    parser.add_argument(
+        "--hydra",
+        action="store_true",
+        help="print one multirun override instead, escaped for Hydra and the shell "
+        '(e.g. "actor.backend=fsdp:d8,fsdp:d4t2,..."), to paste after python train.py -m',
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="the engine whose backend the --hydra override sets "
+        "(default: rollout for sglang and vllm, actor otherwise)",
+    )
+    parser.set_defaults(run=run_layouts_command)
+
+
+def run_layouts_command(args: Any) -> None:
+    """``python -m areal_conf layouts``; raises AllocationError for bad input."""
+    model = parse_model_args(args.model)
+    engine = args.engine or default_engine(args.backend)
+    check_engine_kind(engine, args.backend)
+    found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
+    if not found:
+        cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
+        raise AllocationError(
+            f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
+            None,
+            None,
+            hint="try another --gpus, a larger --max-tp, or check the --model values",
+        )
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", found))
+    else:
+        print("\n".join(found))
+
+
+def parse_model_args(items: Sequence[str]) -> dict[str, int | None]:
+    """``["num_experts=64", "model.num_layers=48"]`` → ``{"num_experts": 64, ...}``."""
+    model: dict[str, int | None] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("model.")
+        if not sep or not key:
+            raise AllocationError(
+                f"--model takes KEY=VALUE, got {item!r}",
+                item,
+                None,
+                hint="e.g. --model num_experts=64 num_layers=48",
+            )
+        text = value.strip()
+        if text.lower() in ("null", "none", ""):
+            model[key] = None
+        elif text.isascii() and text.isdigit():
+            model[key] = int(text)
+        else:
+            raise AllocationError(
+                f"--model {key}: {value!r} is not a whole number",
+                item,
+                len(item) - len(value),
+                length=max(1, len(value)),
+                hint=f"e.g. --model {key}=32, or {key}=null to skip its check",
+            )
+    return model
+
+
+def _max_tp_arg(text: str) -> int | None:
+    import argparse
+
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'none', got {text!r}")
+    return value

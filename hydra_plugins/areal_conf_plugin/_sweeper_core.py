@@ -1,0 +1,141 @@
+"""The work of the ``areal_layouts`` sweeper (imported only when a sweep runs).
+
+1. The sweep overrides (``hydra.sweeper.params`` first, then the command line) are
+   expanded exactly as Hydra's basic sweeper expands them, into the cartesian product
+   of their values: the *combinations*.
+2. Each combination is composed (as its jobs will be) and
+   :func:`areal_conf.sweeps.engine_layouts` lists the layouts of the engine for that
+   config; defaults (backend, world size, tp cap, model) come from it.
+3. Jobs: each combination followed by ``<engine>.backend=<layout>`` for each of its
+   layouts (layouts vary fastest). A fixed ``<engine>.backend=...`` override only sets
+   the defaults and is replaced by the layout; sweeping it as well is an error.
+4. The jobs are split into batches of ``max_batch_size`` and launched batch after batch
+   through the configured launcher, as the basic sweeper does.
+
+Problems are raised as ``ConfigCompositionException`` so Hydra prints one message
+without a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from areal_conf.errors import AllocationError
+from areal_conf.overrides import hydra_value
+from areal_conf.sweeps import EngineSweep, check_engine, engine_layouts
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
+    from hydra.core.utils import JobReturn
+
+    from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
+
+log = logging.getLogger(__name__)
+
+NAME = "hydra/sweeper=areal_layouts"
+
+
+def sweep(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[JobReturn]]:
+    assert sweeper.config is not None
+    assert sweeper.launcher is not None
+    assert sweeper.hydra_context is not None
+
+    jobs = job_overrides(sweeper, arguments)
+    sweeper.overrides = list(BasicSweeper.split_overrides_to_chunks(jobs, sweeper.max_batch_size))
+    sweeper.batch_index = 0
+
+    sweep_dir = Path(sweeper.config.hydra.sweep.dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(sweeper.config, sweep_dir / "multirun.yaml")
+
+    returns: list[list[JobReturn]] = []
+    initial_job_idx = 0
+    while not sweeper.is_done():
+        batch = sweeper.get_job_batch()
+        tic = time.perf_counter()
+        sweeper.validate_batch_is_legal(batch)
+        log.debug("Validated configs of %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
+        results = sweeper.launcher.launch(batch, initial_job_idx=initial_job_idx)
+        for r in results:
+            _ = r.return_value  # re-raises the exception of a failed job, as Hydra does
+        initial_job_idx += len(batch)
+        returns.append(list(results))
+    return returns
+
+
+def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[str]]:
+    """Every job's overrides: the combinations of the other sweeps × the layouts."""
+    assert sweeper.config is not None
+    assert sweeper.hydra_context is not None
+    loader = sweeper.hydra_context.config_loader
+    try:
+        engine = check_engine(sweeper.engine)
+    except AllocationError as err:
+        raise _compact(err.with_context("hydra.sweeper.engine")) from None
+    key = f"{engine}.backend"
+
+    params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
+    parser = OverridesParser.create(config_loader=loader)
+    parsed = parser.parse_overrides([*params, *arguments])
+    fixed = _engine_backend_overrides(parsed, key)
+    combinations = BasicSweeper.split_arguments(parsed, None)[0]
+
+    jobs: list[list[str]] = []
+    summaries: list[str] = []
+    for combination in combinations:
+        cfg = loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=combination)
+        try:
+            found = engine_layouts(
+                cfg,
+                engine,
+                backend=sweeper.backend,
+                gpus=sweeper.gpus,
+                max_tp=sweeper.max_tp,
+            )
+        except AllocationError as err:
+            where = f" with overrides {' '.join(combination)}" if combination else ""
+            raise _compact(err, NAME + where) from None
+        others = [item for item in combination if item not in fixed]
+        jobs.extend([*others, f"{key}={hydra_value(layout)}"] for layout in found.layouts)
+        summaries.append(_summary(found, others))
+    for line in dict.fromkeys(summaries):
+        log.info(line)
+    return jobs
+
+
+def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
+    """The fixed ``<engine>.backend=...`` overrides, as the basic sweeper writes them."""
+    fixed: set[str] = set()
+    for override in parsed:
+        if override.key_or_group != key or override.package is not None:
+            continue
+        if override.is_sweep_override():
+            raise ConfigCompositionException(
+                f"{NAME} sweeps {key} itself, so it cannot also be swept by "
+                f"'{override.input_line}'\n"
+                f"hint: remove that override (hydra.sweeper.backend chooses the backend), "
+                "or sweep another engine with hydra.sweeper.engine"
+            )
+        fixed.add(f"{override.get_key_element()}={override.get_value_element_as_str()}")
+    return fixed
+
+
+def _summary(found: EngineSweep, others: list[str]) -> str:
+    shown = ", ".join(found.layouts[:6]) + (", ..." if len(found.layouts) > 6 else "")
+    suffix = f" with {' '.join(others)}" if others else ""
+    return f"{NAME}: {found.describe()}{suffix}: {shown}"
+
+
+def _compact(err: AllocationError, context: str | None = None) -> Any:
+    """A ConfigCompositionException (printed by Hydra without a traceback)."""
+    message = str(err) if context is None else f"{context}:\n{err}"
+    return ConfigCompositionException(message)

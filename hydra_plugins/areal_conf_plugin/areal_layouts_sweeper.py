@@ -1,0 +1,76 @@
+"""The ``areal_layouts`` sweeper: one job per valid layout of an engine (SPEC §8).
+
+``python train.py -m hydra/sweeper=areal_layouts hydra.sweeper.engine=actor
+hydra.sweeper.backend=fsdp`` runs one job per fsdp layout of the actor's current world
+size, each job with ``actor.backend=<layout>``; other sweep overrides on the command line
+(``cluster.n_nodes=2,3``) or in ``hydra.sweeper.params`` are crossed with the layouts as
+Hydra's basic sweeper crosses them. The layouts are recomputed for each combination of
+the other overrides, from that combination's composed config, so a swept ``model`` field
+or experiment changes them accordingly. The jobs go through whatever launcher is
+configured (``hydra/launcher=areal`` validates every job first).
+
+Hydra imports every public module under ``hydra_plugins`` at each application start, so
+this module holds only the config dataclass, its ConfigStore entry and a thin Sweeper
+class; the work is in ``_sweeper_core``, imported when ``sweep`` runs.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
+
+if TYPE_CHECKING:
+    from hydra.core.utils import JobReturn
+
+
+@dataclass
+class AReaLLayoutsSweeperConf:
+    """``hydra/sweeper=areal_layouts``; null fields take their value from the config."""
+
+    _target_: str = "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper"
+    # The engine whose `<engine>.backend` the sweep sets (rollout, actor, critic, ref, teacher).
+    engine: str = "actor"
+    # Backend name to sweep (fsdp, megatron, ...); null: the engine's current backend.
+    backend: str | None = None
+    # World size of every layout; null: the engine's current world size.
+    gpus: int | None = None
+    # Largest tp (and expert tp); null: cluster.n_gpus_per_node.
+    max_tp: int | None = None
+    # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
+    max_batch_size: int | None = None
+    # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.
+    params: dict[str, str] | None = None
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper",
+    name="areal_layouts",
+    node=AReaLLayoutsSweeperConf,
+    provider="areal_conf",
+)
+
+
+class AReaLLayoutsSweeper(BasicSweeper):
+    """Hydra's basic sweeper with one more axis: the valid layouts of ``engine``."""
+
+    def __init__(
+        self,
+        engine: str = "actor",
+        backend: str | None = None,
+        gpus: int | None = None,
+        max_tp: int | None = None,
+        max_batch_size: int | None = None,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+        self.engine = engine
+        self.backend = backend
+        self.gpus = gpus
+        self.max_tp = max_tp
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from hydra_plugins.areal_conf_plugin import _sweeper_core
+
+        returns: list[list[JobReturn]] = _sweeper_core.sweep(self, arguments)
+        return returns

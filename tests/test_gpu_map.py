@@ -1,0 +1,164 @@
+"""The per-node GPU map (SPEC §7, issue 5): which engine holds each GPU, at a glance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from areal_conf import parse_backend
+from areal_conf.gpu_map import engine_letters, node_cells, render_gpu_map
+from areal_conf.plan import EnginePlan, Plan
+from areal_conf.validate import validate
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+COLOCATED = {"type": "colocation", "target": "actor"}
+
+
+def plan_of(
+    rollout: str,
+    actor: str,
+    n_nodes: int = 2,
+    per_node: int = 8,
+    **others: dict[str, Any],
+) -> Plan:
+    cfg: dict[str, Any] = {
+        "rollout": {"backend": rollout},
+        "actor": {"backend": actor},
+        "critic": {"backend": "", "scheduling_strategy": COLOCATED},
+        "ref": {"backend": "", "scheduling_strategy": COLOCATED},
+        "cluster": {"n_nodes": n_nodes, "n_gpus_per_node": per_node},
+    }
+    cfg.update(others)
+    return validate(cfg)
+
+
+def test_default_config_map() -> None:
+    from hydra import compose, initialize_config_dir
+
+    import areal_conf.config  # noqa: F401
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        plan = validate(compose("config"))
+    assert render_gpu_map(plan) == (
+        "GPU     0 1 2 3 4 5 6 7\n"
+        "node 0  R R R R R R R R\n"
+        "node 1  A A A A A A A A\n"
+        "\n"
+        "R = rollout  sglang:d2t4  8 GPUs on node 0\n"
+        "A = actor    fsdp:d4t2    8 GPUs on node 1, shared with critic, ref (colocated)"
+    )
+
+
+def test_sixty_four_nodes_collapse_into_a_few_lines() -> None:
+    plan = plan_of(
+        "sglang:d45t8",
+        "megatron:d4p4t8",
+        n_nodes=64,
+        critic={"backend": "megatron:d2t8"},
+        teacher={"backend": "fsdp:d4"},
+    )
+    assert render_gpu_map(plan) == (
+        "GPU          0 1 2 3 4 5 6 7\n"
+        "nodes 0-44   R R R R R R R R\n"
+        "nodes 45-60  A A A A A A A A\n"
+        "nodes 61-62  C C C C C C C C\n"
+        "node 63      T T T T . . . .\n"
+        "\n"
+        "R = rollout  sglang:d45t8     360 GPUs on nodes 0-44\n"
+        "A = actor    megatron:d4p4t8  128 GPUs on nodes 45-60, shared with ref (colocated)\n"
+        "C = critic   megatron:d2t8    16 GPUs on nodes 61-62\n"
+        "T = teacher  fsdp:d4          4 GPUs on node 63\n"
+        ". = idle                      4 GPUs on node 63"
+    )
+
+
+def test_sixty_four_nodes_of_two_engines_take_two_lines() -> None:
+    plan = plan_of("sglang:d64t4", "fsdp:d256", n_nodes=64)
+    lines = render_gpu_map(plan).splitlines()
+    assert lines[1] == "nodes 0-31   R R R R R R R R"
+    assert lines[2] == "nodes 32-63  A A A A A A A A"
+    assert len(lines) == 6
+
+
+def test_idle_gpus_are_dots_and_counted() -> None:
+    plan = plan_of("sglang:d3t4", "fsdp:d2")
+    assert render_gpu_map(plan) == (
+        "GPU     0 1 2 3 4 5 6 7\n"
+        "node 0  R R R R R R R R\n"
+        "node 1  R R R R A A . .\n"
+        "\n"
+        "R = rollout  sglang:d3t4  12 GPUs on nodes 0-1\n"
+        "A = actor    fsdp:d2      2 GPUs on node 1, shared with critic, ref (colocated)\n"
+        ". = idle                  2 GPUs on node 1"
+    )
+    assert plan.idle_gpus == 2
+
+
+def test_colocated_engines_get_no_letter_of_their_own() -> None:
+    plan = plan_of(
+        "sglang:d2t4",
+        "fsdp:d8",
+        n_nodes=3,
+        teacher={
+            "backend": "fsdp:d8",
+            "scheduling_strategy": {"type": "colocation", "target": "rollout"},
+        },
+    )
+    assert engine_letters(plan) == {"rollout": "R", "actor": "A"}
+    text = render_gpu_map(plan)
+    assert "R = rollout  sglang:d2t4  8 GPUs on node 0, shared with teacher (colocated)" in text
+    assert "A = actor    fsdp:d8      8 GPUs on node 1, shared with critic, ref (colocated)" in text
+    assert "node 2  . . . . . . . ." in text
+
+
+def test_separate_engines_all_get_letters() -> None:
+    plan = plan_of(
+        "sglang:d2",
+        "fsdp:d2",
+        critic={"backend": "fsdp:d2"},
+        ref={"backend": "fsdp:d2"},
+        teacher={"backend": "fsdp:d2"},
+    )
+    assert engine_letters(plan) == {
+        "rollout": "R",
+        "actor": "A",
+        "critic": "C",
+        "ref": "E",
+        "teacher": "T",
+    }
+    assert node_cells(plan)[0] == list("RRAACCEE")
+    assert node_cells(plan)[1] == list("TT......")
+
+
+def test_wide_nodes_use_two_digit_columns() -> None:
+    plan = plan_of("sglang:d3t4", "fsdp:d2", n_nodes=1, per_node=16)
+    lines = render_gpu_map(plan).splitlines()
+    assert lines[0] == "GPU     0  1  2  3  4  5  6  7  8  9  10 11 12 13 14 15"
+    assert lines[1] == "node 0  R  R  R  R  R  R  R  R  R  R  R  R  A  A  .  ."
+
+
+def test_very_wide_nodes_are_compact() -> None:
+    plan = plan_of("sglang:d3t4", "fsdp:d2", n_nodes=1, per_node=40)
+    lines = render_gpu_map(plan).splitlines()
+    assert lines[0] == "node 0  RRRRRRRRRRRRAA" + "." * 26
+
+
+def test_hand_built_plan_marks_conflicts() -> None:
+    alloc = parse_backend("fsdp:d2")
+    plan = Plan(
+        {
+            "actor": EnginePlan("actor", alloc, "fsdp:d2", slots=((0, 0), (0, 1))),
+            "critic": EnginePlan("critic", alloc, "fsdp:d2", slots=((0, 1), (0, 2))),
+        },
+        1,
+        4,
+    )
+    text = render_gpu_map(plan)
+    assert "node 0  A ! C ." in text
+    assert "! = conflict  " in text and "1 GPU on node 0 held twice" in text
+
+
+def test_disabled_engines_are_left_out() -> None:
+    plan = plan_of("sglang:d8", "fsdp:d8")
+    assert "teacher" not in render_gpu_map(plan)

@@ -1,0 +1,581 @@
+"""Parallelism sweeps (SPEC §8, issue 6): ``python -m areal_conf layouts``, the escaped
+``--hydra`` override, :func:`areal_conf.sweeps.engine_layouts`, and the
+``hydra/sweeper=areal_layouts`` plugin in process and end to end through ``train.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.errors import ConfigCompositionException
+from hydra.plugins.sweeper import Sweeper
+from hydra.test_utils.test_utils import TSweepRunner
+from omegaconf import DictConfig, OmegaConf
+
+import areal_conf.config  # noqa: F401  (schema and resolvers, as train.py does)
+from areal_conf.cli import main
+from areal_conf.errors import AllocationError
+from areal_conf.layouts import layouts
+from areal_conf.overrides import hydra_value, shell_sweep_override, sweep_override
+from areal_conf.parser import parse_backend
+from areal_conf.sweeps import engine_layouts
+from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import (
+    AReaLLayoutsSweeper,
+    AReaLLayoutsSweeperConf,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MOE = {
+    "num_layers": 48,
+    "num_attention_heads": 32,
+    "num_kv_heads": 4,
+    "num_experts": 64,
+    "max_seq_len": 32768,
+}  # conf/experiment/moe_megatron.yaml
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def parse_sweep(line: str) -> tuple[str, list[str]]:
+    """What the shell and then Hydra make of a printed ``--hydra`` line: the key and the
+    value each job gets (a sweep is expanded as the basic sweeper does, into one
+    ``key=value`` override per job, and each is parsed again)."""
+    words = shlex.split(line)
+    assert len(words) == 1, words
+    parser = OverridesParser.create()
+    override = parser.parse_override(words[0])
+    key = override.key_or_group
+    if not override.is_sweep_override():
+        return key, [override.value()]
+    values = []
+    for text in override.sweep_string_iterator():
+        job = parser.parse_override(f"{key}={text}")
+        assert not job.is_sweep_override()
+        values.append(job.value())
+    return key, values
+
+
+# ----------------------------------------------------------------------- the CLI
+
+
+class TestLayoutsCommand:
+    def test_one_layout_per_line(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, out, err = run_cli(capsys, "layouts", "megatron", "--gpus", "16")
+        assert (code, err) == (0, "")
+        assert out.splitlines() == layouts("megatron", 16, max_tp=8)
+        assert out.splitlines()[:3] == ["megatron:d16", "megatron:d8c2", "megatron:d4c4"]
+
+    def test_max_tp_defaults_to_8_and_none_lifts_the_cap(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        _, default, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16")
+        _, capped, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16", "--max-tp", "4")
+        _, uncapped, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16", "--max-tp", "none")
+        assert default.splitlines() == layouts("fsdp", 16, max_tp=8)
+        assert capped.splitlines() == layouts("fsdp", 16, max_tp=4)
+        assert uncapped.splitlines() == layouts("fsdp", 16)
+        assert "fsdp:t16" in uncapped.splitlines()
+        assert "fsdp:t16" not in default.splitlines()
+
+    def test_help_states_the_max_tp_default(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit):
+            main(["layouts", "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "default 8, the typical GPUs per node" in text
+
+    @pytest.mark.parametrize(
+        "model_args",
+        [
+            [
+                "--model",
+                "num_experts=64",
+                "num_layers=48",
+                "num_attention_heads=32",
+                "num_kv_heads=4",
+                "max_seq_len=32768",
+            ],
+            [
+                "--model",
+                "num_experts=64",
+                "--model",
+                "model.num_layers=48",
+                "--model",
+                "num_attention_heads=32",
+                "num_kv_heads=4",
+                "max_seq_len=32768",
+            ],
+        ],
+    )
+    def test_model_section(self, capsys: pytest.CaptureFixture[str], model_args: list[str]) -> None:
+        code, out, _ = run_cli(capsys, "layouts", "megatron", "--gpus", "16", *model_args)
+        assert code == 0
+        assert out.splitlines() == layouts("megatron", 16, model=MOE, max_tp=8)
+        assert any(line.startswith("megatron:(attn:") for line in out.splitlines())
+
+    def test_null_model_value_skips_the_check(self, capsys: pytest.CaptureFixture[str]) -> None:
+        _, out, _ = run_cli(
+            capsys, "layouts", "megatron", "--gpus", "8", "--model", "num_experts=null"
+        )
+        assert out.splitlines() == layouts("megatron", 8, max_tp=8)
+
+    @pytest.mark.parametrize(
+        "argv, part",
+        [
+            (["layouts", "fdsp", "--gpus", "8"], "did you mean fsdp?"),
+            (["layouts", "fsdp", "--gpus", "0"], "gpus must be an integer from 1"),
+            (
+                ["layouts", "fsdp", "--gpus", "8", "--model", "num_expert=8"],
+                "did you mean num_experts?",
+            ),
+            (
+                ["layouts", "fsdp", "--gpus", "8", "--model", "num_layers=x"],
+                "'x' is not a whole number",
+            ),
+            (["layouts", "fsdp", "--gpus", "8", "--model", "num_layers"], "KEY=VALUE"),
+            (
+                ["layouts", "fsdp", "--gpus", "8", "--engine", "rollout"],
+                "rollout needs an inference backend, got fsdp",
+            ),
+            (
+                ["layouts", "sglang", "--gpus", "8", "--engine", "actor", "--hydra"],
+                "actor needs a training backend, got sglang",
+            ),
+        ],
+    )
+    def test_errors(self, capsys: pytest.CaptureFixture[str], argv: list[str], part: str) -> None:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2
+        assert out == ""
+        assert err.startswith("error: ")
+        assert part in err
+        assert "hint:" in err
+
+    @pytest.mark.parametrize("max_tp", ["0", "-1", "x"])
+    def test_bad_max_tp_is_a_usage_error(
+        self, capsys: pytest.CaptureFixture[str], max_tp: str
+    ) -> None:
+        with pytest.raises(SystemExit) as exc:
+            main(["layouts", "fsdp", "--gpus", "8", "--max-tp", max_tp])
+        assert exc.value.code == 2
+        assert "positive integer or 'none'" in capsys.readouterr().err
+
+
+class TestHydraOverride:
+    @pytest.mark.parametrize(
+        "argv, key, expected",
+        [
+            (["megatron", "--gpus", "16"], "actor.backend", layouts("megatron", 16, max_tp=8)),
+            (
+                ["megatron", "--gpus", "16", "--model", *(f"{k}={v}" for k, v in MOE.items())],
+                "actor.backend",
+                layouts("megatron", 16, model=MOE, max_tp=8),
+            ),
+            (
+                ["archon", "--gpus", "8", "--model", "num_experts=8", "--engine", "critic"],
+                "critic.backend",
+                layouts("archon", 8, model={"num_experts": 8}, max_tp=8),
+            ),
+            (
+                ["sglang", "--gpus", "8", "--max-tp", "4"],
+                "rollout.backend",
+                layouts("sglang", 8, max_tp=4),
+            ),
+            (["vllm", "--gpus", "1"], "rollout.backend", ["vllm:d1"]),
+        ],
+    )
+    def test_round_trip_through_shell_and_hydra(
+        self,
+        capsys: pytest.CaptureFixture[str],
+        argv: list[str],
+        key: str,
+        expected: list[str],
+    ) -> None:
+        code, out, _ = run_cli(capsys, "layouts", *argv, "--hydra")
+        assert code == 0
+        assert out.count("\n") == 1
+        assert parse_sweep(out.strip()) == (key, expected)
+
+    def test_hybrid_values_are_quoted_for_hydra_and_the_line_for_the_shell(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        _, out, _ = run_cli(
+            capsys,
+            "layouts",
+            "megatron",
+            "--gpus",
+            "2",
+            "--max-tp",
+            "2",
+            "--model",
+            "num_experts=2",
+            "--hydra",
+        )
+        assert out.strip() == (
+            "\"actor.backend=megatron:d2,'megatron:(attn:d2|ffn:t2)',megatron:d2e2,"
+            "megatron:c2,'megatron:(attn:c2|ffn:t2)',megatron:c2e2,megatron:t2,"
+            "'megatron:(attn:t2|ffn:t2)',megatron:t2e2,megatron:p2\""
+        )
+
+    def test_flat_layouts_need_no_quotes(self, capsys: pytest.CaptureFixture[str]) -> None:
+        _, out, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "4", "--hydra")
+        assert out.strip() == "actor.backend=fsdp:d4,fsdp:d2c2,fsdp:c4,fsdp:d2t2,fsdp:t2c2,fsdp:t4"
+
+    def test_hydra_value(self) -> None:
+        assert hydra_value("fsdp:d8") == "fsdp:d8"
+        assert hydra_value("megatron:(attn:d2|ffn:t2)") == "'megatron:(attn:d2|ffn:t2)'"
+        assert hydra_value("null") == "'null'"
+
+    def test_sweep_override_needs_values(self) -> None:
+        with pytest.raises(AllocationError, match="non-empty list"):
+            sweep_override("actor.backend", [])
+        with pytest.raises(AllocationError, match="non-empty list"):
+            sweep_override("actor.backend", "fsdp:d8")
+
+    def test_every_layout_of_several_cases_round_trips(self) -> None:
+        cases = [
+            layouts("megatron", 24, model={"num_experts": 6}),
+            layouts("archon", 16, model={"num_experts": 16}),
+            layouts("fsdp", 12),
+        ]
+        for values in cases:
+            line = shell_sweep_override("actor.backend", values)
+            assert parse_sweep(line) == ("actor.backend", values)
+
+
+# ---------------------------------------------------------- engine_layouts (no Hydra)
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "rollout": {"backend": "sglang:d2t4"},
+        "actor": {"backend": "fsdp:d4t2"},
+        "critic": {"backend": ""},
+        "ref": {"backend": ""},
+        "teacher": {"backend": ""},
+        "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+        "model": {"num_layers": None},
+    }
+    for key, value in changes.items():
+        engine, field = key.split("__")
+        base[engine][field] = value
+    return base
+
+
+class TestEngineLayouts:
+    def test_defaults_come_from_the_engine(self) -> None:
+        found = engine_layouts(config(), "actor")
+        assert (found.backend, found.gpus, found.max_tp, found.key) == (
+            "fsdp",
+            8,
+            8,
+            "actor.backend",
+        )
+        assert list(found.layouts) == layouts("fsdp", 8, max_tp=8)
+
+    def test_critic_inherits_the_actor(self) -> None:
+        found = engine_layouts(config(actor__backend="megatron:d2p2"), "critic")
+        assert (found.backend, found.gpus) == ("megatron", 4)
+        assert found.key == "critic.backend"
+
+    def test_rollout(self) -> None:
+        found = engine_layouts(config(cluster__n_gpus_per_node=4), "rollout")
+        assert list(found.layouts) == layouts("sglang", 8, max_tp=4)
+
+    def test_explicit_values_win(self) -> None:
+        found = engine_layouts(config(), "actor", backend="megatron", gpus=16, max_tp=2)
+        assert list(found.layouts) == layouts("megatron", 16, max_tp=2)
+
+    def test_the_model_section_filters(self) -> None:
+        cfg = config()
+        cfg["model"] = {"num_attention_heads": 6, "num_experts": 4}
+        found = engine_layouts(cfg, "actor", backend="megatron")
+        assert list(found.layouts) == layouts(
+            "megatron", 8, model={"num_attention_heads": 6, "num_experts": 4}, max_tp=8
+        )
+        assert all(parse_backend(s).parallel.tp_size in (1, 2) for s in found.layouts)
+
+    def test_disabled_teacher_needs_backend_and_gpus(self) -> None:
+        with pytest.raises(AllocationError, match="teacher is disabled") as exc:
+            engine_layouts(config(), "teacher")
+        assert "hydra.sweeper.gpus" in exc.value.hint
+        found = engine_layouts(config(), "teacher", backend="megatron", gpus=4)
+        assert list(found.layouts) == layouts("megatron", 4, max_tp=8)
+
+    @pytest.mark.parametrize(
+        "cfg, engine, kwargs, part",
+        [
+            (config(), "actr", {}, "unknown engine actr"),
+            (config(actor__backend=""), "actor", {}, "actor.backend: actor has no backend"),
+            (
+                config(actor__backend="d4t2"),
+                "critic",
+                {},
+                "actor.backend (inherited by an empty critic.backend): no backend prefix",
+            ),
+            (config(), "rollout", {"backend": "fsdp"}, "rollout needs an inference backend"),
+            (config(), "actor", {"backend": "sglang"}, "actor needs a training backend"),
+            (config(), "actor", {"backend": "fsdp:d8"}, "unknown backend 'fsdp:d8'"),
+        ],
+    )
+    def test_errors(
+        self, cfg: dict[str, Any], engine: str, kwargs: dict[str, Any], part: str
+    ) -> None:
+        with pytest.raises(AllocationError) as exc:
+            engine_layouts(cfg, engine, **kwargs)
+        assert part in str(exc.value)
+
+    def test_an_explicit_backend_does_not_need_a_valid_current_one(self) -> None:
+        found = engine_layouts(config(actor__backend="d4t2"), "actor", backend="fsdp", gpus=2)
+        assert list(found.layouts) == ["fsdp:d2", "fsdp:c2", "fsdp:t2"]
+
+
+# --------------------------------------------------------------- sweeper in process
+
+
+def test_sweeper_is_discovered_and_registered() -> None:
+    names = [f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Sweeper)]
+    assert f"{AReaLLayoutsSweeper.__module__}.{AReaLLayoutsSweeper.__name__}" in names
+    conf = OmegaConf.structured(AReaLLayoutsSweeperConf)
+    assert conf.engine == "actor"
+    assert conf.backend is None and conf.gpus is None and conf.max_tp is None
+    assert conf.max_batch_size is None and conf.params is None
+
+
+def test_sweeper_module_is_light() -> None:
+    code = (
+        "import sys\n"
+        "import hydra_plugins.areal_conf_plugin.areal_layouts_sweeper\n"
+        "print(sorted(m for m in sys.modules if m.startswith('areal_conf')"
+        " or m.endswith('_sweeper_core')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, cfg: DictConfig) -> str:
+        self.calls.append((str(cfg.actor.backend), int(cfg.cluster.n_nodes)))
+        return str(cfg.actor.backend)
+
+
+def run_sweep(
+    runner: TSweepRunner, overrides: list[str], sweep_dir: Path, task: Any, app: Path = ROOT
+) -> Any:
+    with runner(
+        calling_file=str(app / "train.py"),
+        calling_module=None,
+        task_function=task,
+        config_path="conf",
+        config_name="config",
+        overrides=["hydra/sweeper=areal_layouts", *overrides],
+        temp_dir=sweep_dir,
+    ) as sweep:
+        return sweep.returns
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+class TestSweeperInProcess:
+    def test_one_job_per_layout(self, hydra_sweep_runner: TSweepRunner, tmp_path: Path) -> None:
+        task = Recorder()
+        returns = run_sweep(hydra_sweep_runner, [], tmp_path, task)
+        expected = layouts("fsdp", 8, max_tp=8)
+        assert [backend for backend, _ in task.calls] == expected
+        assert len(returns) == 1
+        assert [r.overrides for r in returns[0]] == [[f"actor.backend={s}"] for s in expected]
+
+    def test_crossed_with_params_and_batched(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        # A primary config that selects the sweeper and keeps a sweep in its params (an
+        # Optional[Dict] that is null cannot be set from the command line, as for the
+        # basic sweeper).
+        app = tmp_path / "app"
+        (app / "conf").mkdir(parents=True)
+        text = (ROOT / "conf" / "config.yaml").read_text()
+        text = text.replace(
+            "  - areal_schema\n", "  - areal_schema\n  - override hydra/sweeper: areal_layouts\n"
+        )
+        text += "hydra:\n  sweeper:\n    params:\n      cluster.n_nodes: 2,3\n"
+        (app / "conf" / "config.yaml").write_text(text)
+        task = Recorder()
+        returns = run_sweep(
+            hydra_sweep_runner,
+            [
+                "hydra.sweeper.max_batch_size=4",
+                "hydra.sweeper.backend=megatron",
+                "hydra.sweeper.gpus=4",
+            ],
+            tmp_path / "sweep",
+            task,
+            app,
+        )
+        four = layouts("megatron", 4, max_tp=8)
+        assert task.calls == [(s, n) for n in (2, 3) for s in four]
+        n = 2 * len(four)
+        assert [len(batch) for batch in returns] == [4] * (n // 4) + ([n % 4] if n % 4 else [])
+        assert returns[0][0].overrides == ["cluster.n_nodes=2", "actor.backend=megatron:d4"]
+
+    def test_a_fixed_backend_sets_the_defaults_and_is_replaced(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        returns = run_sweep(
+            hydra_sweep_runner,
+            ["actor.backend=megatron:d2p2", "cluster.n_nodes=3"],
+            tmp_path,
+            task,
+        )
+        expected = layouts("megatron", 4, max_tp=8)
+        assert [b for b, _ in task.calls] == expected
+        assert returns[0][-1].overrides == ["cluster.n_nodes=3", f"actor.backend={expected[-1]}"]
+
+    def test_layouts_follow_each_combination(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        run_sweep(
+            hydra_sweep_runner,
+            ["hydra.sweeper.backend=megatron", "cluster.n_gpus_per_node=2,8", "cluster.n_nodes=8"],
+            tmp_path,
+            task,
+        )
+        expected = layouts("megatron", 8, max_tp=2) + layouts("megatron", 8, max_tp=8)
+        assert [b for b, _ in task.calls] == expected
+
+    @pytest.mark.parametrize(
+        "overrides, part",
+        [
+            (["actor.backend=fsdp:d8,fsdp:d4t2"], "cannot also be swept"),
+            (["hydra.sweeper.engine=teacher"], "teacher is disabled"),
+            (["hydra.sweeper.engine=policy"], "unknown engine policy"),
+            (["hydra.sweeper.backend=sglang"], "actor needs a training backend"),
+        ],
+    )
+    def test_errors_run_nothing(
+        self,
+        hydra_sweep_runner: TSweepRunner,
+        tmp_path: Path,
+        overrides: list[str],
+        part: str,
+    ) -> None:
+        task = Recorder()
+        with pytest.raises(ConfigCompositionException) as exc:
+            run_sweep(hydra_sweep_runner, overrides, tmp_path / "sweep", task)
+        assert part in str(exc.value)
+        assert task.calls == []
+
+
+# ------------------------------------------------------------ train.py end to end
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    yield tmp_path / "sweep"
+
+
+def run_train(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "train.py", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+
+
+def plans(sweep_dir: Path) -> list[dict[str, Any]]:
+    files = sorted(sweep_dir.glob("*/allocation_plan.json"), key=lambda p: int(p.parent.name))
+    return [json.loads(f.read_text()) for f in files]
+
+
+def test_train_runs_one_job_per_fsdp_layout_of_the_actor(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "hydra/sweeper=areal_layouts",
+            "hydra.sweeper.engine=actor",
+            "hydra.sweeper.backend=fsdp",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    expected = layouts("fsdp", 8, max_tp=8)
+    found = plans(sweep_dir)
+    assert len(found) == len(expected) == 10
+    assert [p["engines"]["actor"]["spec"] for p in found] == expected
+    assert all(p["engines"]["critic"]["spec"] == p["engines"]["actor"]["spec"] for p in found)
+    assert "10 fsdp layout(s) of actor on 8 GPUs" in out.stderr + out.stdout
+
+
+def test_train_sweep_crossed_with_another_sweep_doubles_the_jobs(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "hydra/sweeper=areal_layouts",
+            "hydra.sweeper.backend=fsdp",
+            "cluster.n_nodes=2,3",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    expected = layouts("fsdp", 8, max_tp=8)
+    found = plans(sweep_dir)
+    assert len(found) == 2 * len(expected)
+    assert [(p["cluster"]["n_nodes"], p["engines"]["actor"]["spec"]) for p in found] == [
+        (n, s) for n in (2, 3) for s in expected
+    ]
+
+
+def test_train_hybrid_layouts_through_the_validating_launcher(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "+experiment=moe_megatron",
+            "hydra/sweeper=areal_layouts",
+            "hydra/launcher=areal",
+            "hydra.sweeper.gpus=2",
+            "hydra.sweeper.max_tp=2",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    expected = layouts("megatron", 2, model=MOE, max_tp=2)
+    assert sum(s.startswith("megatron:(attn:") for s in expected) == 3
+    assert [p["engines"]["actor"]["spec"] for p in plans(sweep_dir)] == expected
+
+
+def test_train_sweep_error_is_one_message(sweep_dir: Path) -> None:
+    out = run_train(
+        [
+            "-m",
+            "hydra/sweeper=areal_layouts",
+            "hydra.sweeper.engine=rollout",
+            "hydra.sweeper.backend=fsdp",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode != 0
+    assert "rollout needs an inference backend, got fsdp" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert plans(sweep_dir) == []
