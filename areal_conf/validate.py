@@ -21,6 +21,7 @@ from areal_conf.plan import EnginePlan, Plan, place
 INHERITS_ACTOR = ("critic", "ref")
 OPTIONAL = ("teacher",)
 SCHEDULING_TYPES = ("separation", "colocation")
+DEFAULT_SCHEDULING = {"critic": ("colocation", "actor"), "ref": ("colocation", "actor")}
 
 
 def validate(cfg: Any) -> Plan:
@@ -110,7 +111,9 @@ def _engine(name: str, cfg: Any) -> EnginePlan:
         raise err.with_context(where) from None
     _check_kind(name, key, alloc, written)
     strategy = (node or {}).get("scheduling_strategy") or {}
-    kind = strategy.get("type") or "separation"
+    # SPEC §1's defaults, for configs composed without the areal_schema dataclasses.
+    default_kind, default_target = DEFAULT_SCHEDULING.get(name, ("separation", None))
+    kind = strategy.get("type") or default_kind
     if kind not in SCHEDULING_TYPES:
         raise AllocationError(
             f"{name}.scheduling_strategy.type: unknown scheduling type {kind!r}",
@@ -120,7 +123,7 @@ def _engine(name: str, cfg: Any) -> EnginePlan:
         )
     colocated_with = None
     if kind == "colocation":
-        colocated_with = strategy.get("target") or ""
+        colocated_with = strategy.get("target") or default_target or ""
     return EnginePlan(
         name, alloc, "" if inherited_from else written, inherited_from, colocated_with
     )

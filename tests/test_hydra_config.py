@@ -170,11 +170,13 @@ def test_validate_accepts_plain_mappings() -> None:
         {
             "rollout": {"backend": "sglang:d2t4"},
             "actor": {"backend": "fsdp:d8"},
-            "cluster": {"n_nodes": 4, "n_gpus_per_node": 8},
+            "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
         }
     )
-    # plain mappings get no schema defaults: critic/ref inherit actor but run separately
-    assert plan.used_gpus == 8 + 8 * 3
+    # SPEC §1's defaults apply without the schema: critic and ref share the actor's GPUs
+    assert plan.used_gpus == 16
+    assert plan.engines["critic"].colocated_with == "actor"
+    assert plan.engines["ref"].colocated_with == "actor"
 
 
 # -- train.py as a user runs it ---------------------------------------------------------
