@@ -13,6 +13,7 @@ from areal_conf.validate import validate
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 COLOCATED = {"type": "colocation", "target": "actor"}
+SEPARATE = {"type": "separation"}
 
 
 def plan_of(
@@ -55,7 +56,7 @@ def test_sixty_four_nodes_collapse_into_a_few_lines() -> None:
         "sglang:d45t8",
         "megatron:d4p4t8",
         n_nodes=64,
-        critic={"backend": "megatron:d2t8"},
+        critic={"backend": "megatron:d2t8", "scheduling_strategy": SEPARATE},
         teacher={"backend": "fsdp:d4"},
     )
     assert render_gpu_map(plan) == (
@@ -116,8 +117,8 @@ def test_separate_engines_all_get_letters() -> None:
     plan = plan_of(
         "sglang:d2",
         "fsdp:d2",
-        critic={"backend": "fsdp:d2"},
-        ref={"backend": "fsdp:d2"},
+        critic={"backend": "fsdp:d2", "scheduling_strategy": SEPARATE},
+        ref={"backend": "fsdp:d2", "scheduling_strategy": SEPARATE},
         teacher={"backend": "fsdp:d2"},
     )
     assert engine_letters(plan) == {
