@@ -527,17 +527,19 @@ def _check_replicas(e: EnginePlan, target: EnginePlan, owners: dict[str, str]) -
 
 
 def _replica_fix(name: str, a: ModelAllocation, target: str, t: ModelAllocation) -> str:
-    separate = f"or {_sched_key(name, 'type')}=separation"
+    """A change of backend that makes the colocation valid (the target stays as it is
+    when it can)."""
     per_replica = t.world_size // replicas(t)
     if a.is_inference:
         body = f"d{replicas(t)}" + (f"t{per_replica}" if per_replica > 1 else "")
-        return f"{name}.backend={a.backend}:{body} ({replicas(t)} instances on {target}'s " \
-            f"{t.world_size} GPUs), {separate}"
+        return (
+            f"{name}.backend={a.backend}:{body} ({replicas(t)} instances of {per_replica} "
+            f"GPU{'s' if per_replica != 1 else ''} on {target}'s {t.world_size} GPUs)"
+        )
     if per_replica == 1:
-        return f"{name}.backend={a.backend}:d{t.world_size} ({t.world_size} ranks), {separate}"
+        return f"{name}.backend={a.backend}:d{t.world_size} ({t.world_size} ranks)"
     # A training engine has one rank per GPU: the target needs one-GPU instances.
     return (
         f"give {target} one-GPU instances and {name} as many ranks: "
-        f"{target}.backend={t.backend}:d{t.world_size} {name}.backend={a.backend}:d{t.world_size}, "
-        f"{separate}"
+        f"{target}.backend={t.backend}:d{t.world_size} {name}.backend={a.backend}:d{t.world_size}"
     )

@@ -467,6 +467,17 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
     for group in groups:
         first = group[0]
         first_engine = engine_of[id(first)]
+        for comp in group[1:]:
+            if comp.alloc.world_size != first.alloc.world_size:
+                raise AllocationError(
+                    f"'{engine_of[id(comp)]}' is colocated with '{first_engine}' but needs "
+                    f"{comp.alloc.world_size} GPUs, not {first.alloc.world_size}",
+                    legacy,
+                    comp.start,
+                    length=comp.end - comp.start,
+                    hint="colocated engines share their target's GPUs, so their world "
+                    "sizes (d×t×p×c) must be equal; or separate them with '+'",
+                )
         # AReaL creates the engines in a fixed order and a colocation target must already
         # exist: the group shares the GPUs of its member that is created first.
         owner = min(group, key=lambda c: ROLE_NAMES.index(engine_of[id(c)]))
@@ -475,18 +486,8 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
             engine = engine_of[id(comp)]
             if comp is owner:
                 entries.append(_Entry(engine, str(comp.alloc), None, None))
-                continue
-            if comp.alloc.world_size != first.alloc.world_size:
-                raise AllocationError(
-                    f"'{engine}' is colocated with '{first_engine}' but needs "
-                    f"{comp.alloc.world_size} GPUs, not {first.alloc.world_size}",
-                    legacy,
-                    comp.start,
-                    length=comp.end - comp.start,
-                    hint="colocated engines share their target's GPUs, so their world "
-                    "sizes (d×t×p×c) must be equal; or separate them with '+'",
-                )
-            entries.append(_Entry(engine, str(comp.alloc), "colocation", owner_engine))
+            else:
+                entries.append(_Entry(engine, str(comp.alloc), "colocation", owner_engine))
     if not entries:
         raise AllocationError(
             "allocation_mode names no engine",
