@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-
 DIM_NAMES: Final = {
     "d": "data",
     "t": "tensor",

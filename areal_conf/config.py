@@ -94,10 +94,12 @@ def schema_node() -> DictConfig:
     OmegaConf lets a typed node take unknown keys when its own ``struct`` flag is
     explicitly false; merging a YAML into it keeps the types of the declared keys.
     """
-    node = OmegaConf.structured(AReaLConfig)
+    node: DictConfig = OmegaConf.structured(AReaLConfig)
     node._set_flag("struct", False)
     for name in OPEN_SECTIONS:
-        node._get_node(name)._set_flag("struct", False)  # type: ignore[union-attr]
+        section = node._get_node(name)
+        assert section is not None
+        section._set_flag("struct", False)
     return node
 
 

@@ -155,7 +155,7 @@ def engine_names(cfg: Any) -> list[str]:
 def has_engines(cfg: Any) -> bool:
     """True when ``cfg`` has an engine section or the deprecated ``allocation_mode``."""
     try:
-        keys = [str(k) for k in cfg.keys()]
+        keys = [str(k) for k in cfg]
     except (AttributeError, TypeError):
         return False
     if LEGACY_KEY in keys or any(k in ROLE for k in keys):
@@ -184,9 +184,7 @@ def kl_reason(cfg: Any) -> str | None:
         )
     if value > 0:
         return None
-    return (
-        f"{where} is {value}: AReaL builds the {KL_ROLE} model only when {where} > 0"
-    )
+    return f"{where} is {value}: AReaL builds the {KL_ROLE} model only when {where} > 0"
 
 
 def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
@@ -203,9 +201,7 @@ def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
         if role is not None and role.empty_backend == "inherit":
             source = _read(cfg, INHERIT_FROM, INHERIT_FROM)
             inherited = (
-                _read(source, "backend", f"{INHERIT_FROM}.backend")
-                if _is_mapping(source)
-                else None
+                _read(source, "backend", f"{INHERIT_FROM}.backend") if _is_mapping(source) else None
             )
             return (inherited or ""), f"{INHERIT_FROM}.backend (inherited by an empty {key})"
         if role is not None and role.empty_backend == "disable":
@@ -396,10 +392,10 @@ def _walk(start: str, engines: dict[str, EnginePlan], rank: dict[str, int]) -> s
     while cur is not None and cur in engines and engines[cur].colocated_with is not None:
         nxt = engines[cur].colocated_with
         if nxt in seen and nxt != cur:
-            chain = " -> ".join([*seen, nxt])
+            cycle = " -> ".join([*seen, nxt])
             first = seen[seen.index(nxt)]
             raise AllocationError(
-                f"{_sched_key(start)}: {chain}: the colocation targets form a cycle",
+                f"{_sched_key(start)}: {cycle}: the colocation targets form a cycle",
                 None,
                 None,
                 hint=f"end the chain at an engine on its own GPUs, e.g. "

@@ -129,8 +129,7 @@ class SchedulingStrategy(_Open):
 
     type: Literal[SCHEDULING_TYPES] | _Interpolated = Field(  # type: ignore[valid-type]
         default=_dataclasses.SchedulingStrategy.type,
-        description="separation: own GPUs (the default); colocation: share the GPUs of "
-        "`target`",
+        description="separation: own GPUs (the default); colocation: share the GPUs of `target`",
     )
     target: str | None = Field(
         default=_dataclasses.SchedulingStrategy.target,
@@ -162,7 +161,7 @@ def _engine_model(name: str) -> type[BaseModel]:
     )
     empty = _EMPTY_MEANS[role.empty_backend]
     description = f"{empty}. {names}: " + _GRAMMAR.format(example=role.example)
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         f"{name.capitalize()}Config",
         __base__=_Open,
         __doc__=f"The {name} engine ({role.kind}); absent or null: no {name} engine.",
@@ -214,7 +213,7 @@ def _root_model() -> type[BaseModel]:
     engines: dict[str, Any] = {
         name: (model | None, Field(default=None)) for name, model in ENGINE_MODELS.items()
     }
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "AReaLConfig",
         __config__=ConfigDict(extra="allow", title="AReaL config (areal-conf)"),
         __doc__="An AReaL config as areal-conf reads it: one backend string per engine. "

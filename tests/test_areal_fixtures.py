@@ -55,9 +55,7 @@ EXPECTED: dict[str, Valid | Rejected] = {
     # AReaL's CPU template: processes only.
     "gsm8k_grpo_cpu": Valid({"rollout": 1, "actor": 1}, {"ref": KL}, {}, 0, 0),
     # A teacher fsdp:d1p1t4 (4 GPUs) on its own GPUs, 2 of 8 idle.
-    "gsm8k_grpo_distill": Valid(
-        {"rollout": 1, "actor": 1, "teacher": 4}, {"ref": KL}, {}, 6, 8
-    ),
+    "gsm8k_grpo_distill": Valid({"rollout": 1, "actor": 1, "teacher": 4}, {"ref": KL}, {}, 6, 8),
     # vllm:d1p1t2 (2 GPUs) + megatron (attn:d1p6t1c1|ffn:d1p6t1e1) = pp 6 (6 GPUs).
     "gsm8k_grpo_megatron_lora_moe": Valid({"rollout": 2, "actor": 6}, {"ref": KL}, {}, 8, 8),
     # PPO: the critic (= actor.backend) colocated with the actor, ref not built.
@@ -194,9 +192,7 @@ def run_train(config_dir: Path, name: str, tmp_path: Path) -> subprocess.Complet
 
 
 @pytest.mark.parametrize("schema", [False, True], ids=["plain", "schema"])
-@pytest.mark.parametrize(
-    "name", sorted(n for n, e in EXPECTED.items() if isinstance(e, Rejected))
-)
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if isinstance(e, Rejected)))
 def test_train_rejects_with_the_key_and_no_traceback(
     name: str, schema: bool, tmp_path: Path
 ) -> None:

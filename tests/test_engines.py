@@ -97,7 +97,9 @@ def test_discovery_reads_sections_with_a_backend_only() -> None:
         ),
     ],
 )
-def test_engines_built(cfg: dict[str, Any], gpus: dict[str, int], not_built: dict[str, str]) -> None:
+def test_engines_built(
+    cfg: dict[str, Any], gpus: dict[str, int], not_built: dict[str, str]
+) -> None:
     plan = validate(cfg)
     assert plan.gpus_by_engine() == gpus
     assert set(plan.not_built()) == set(not_built)
@@ -197,8 +199,7 @@ ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
             ref={"backend": ""},
             critic={"backend": "", "scheduling_strategy": colo("ref")},
         ),
-        "critic.scheduling_strategy.target: critic -> ref: ref is not built (actor.kl_ctl is "
-        "0.0",
+        "critic.scheduling_strategy.target: critic -> ref: ref is not built (actor.kl_ctl is 0.0",
         "critic.scheduling_strategy.target=actor",
         True,
     ),

@@ -109,7 +109,9 @@ def test_colocated_engines_get_no_letter_of_their_own() -> None:
     )
     assert engine_letters(plan) == {"rollout": "R", "actor": "A"}
     text = render_gpu_map(plan)
-    assert "R = rollout  sglang:d2t4  8 GPUs on node 0, shared with judge_engine (colocated)" in text
+    assert (
+        "R = rollout  sglang:d2t4  8 GPUs on node 0, shared with judge_engine (colocated)" in text
+    )
     assert "A = actor    fsdp:d8      8 GPUs on node 1, shared with critic, ref (colocated)" in text
     assert "node 2  . . . . . . . ." in text
 
@@ -137,8 +139,7 @@ def test_engines_not_built_are_listed_with_the_reason() -> None:
     text = render_gpu_map(plan)
     assert "E =" not in text
     assert text.endswith(
-        "ref: not built (actor.kl_ctl is 0: AReaL builds the ref model only when "
-        "actor.kl_ctl > 0)"
+        "ref: not built (actor.kl_ctl is 0: AReaL builds the ref model only when actor.kl_ctl > 0)"
     )
 
 

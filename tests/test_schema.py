@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from areal_conf import config as dataclass_configs
 from areal_conf.cli import main
+from areal_conf.engines import ROLE
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.parser import parse_backend
-from areal_conf.engines import ROLE
 from areal_conf.schema import (
     ENGINE_MODELS,
     HYDRA_KEYS,
