@@ -410,3 +410,35 @@ def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) 
         "cluster.n_nodes=1",
     )
     assert fixed.returncode == 0, fixed.stderr
+
+
+# ------------------------------------------------------- one model for every reader
+
+
+def test_sweeps_know_extra_engines_of_the_config() -> None:
+    from areal_conf.sweeps import check_engine, engine_layouts
+
+    cfg = base(judge_engine={"backend": "sglang:d4"})
+    sweep = engine_layouts(cfg, "judge_engine")
+    assert (sweep.backend, sweep.gpus, sweep.key) == ("sglang", 4, "judge_engine.backend")
+    assert "sglang:d2t2" in sweep.layouts
+    with pytest.raises(AllocationError) as info:
+        check_engine("judge_engin", cfg)
+    assert "did you mean judge_engine?" in info.value.hint
+
+
+def test_launcher_recognises_configs_by_their_engines() -> None:
+    from hydra_plugins.areal_conf_plugin._core import is_areal_config
+
+    assert is_areal_config({"judge_engine": {"backend": "sglang:d1"}})
+    assert is_areal_config({"allocation_mode": "sglang:d1+d1"})
+    assert is_areal_config({"critic": None})
+    assert not is_areal_config({"db": {"driver": "mysql"}, "sglang": {"model_path": "x"}})
+
+
+def test_core_modules_do_not_import_hydra() -> None:
+    code = (
+        "import sys, areal_conf.engines, areal_conf.validate, areal_conf.plan;"
+        "assert not {'hydra', 'omegaconf'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
