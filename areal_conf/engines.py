@@ -347,6 +347,17 @@ def read_engines(cfg: Any) -> dict[str, EnginePlan]:
             engines[name] = EnginePlan(name, None, "", kind=role.kind, not_built=ref_reason)
             continue
         engines[name] = _parse(name, cfg, found[name])
+    if not any(e.enabled for e in engines.values()):
+        first = next(iter(engines.values()))
+        reasons = "; ".join(f"{e.name}: {e.not_built}" for e in engines.values())
+        raise AllocationError(
+            f"{first.name}: the config builds no engine ({reasons})",
+            None,
+            None,
+            hint=f"give an engine a backend, e.g. {first.name}.backend={ROLE[first.name].example}"
+            if first.name in ROLE
+            else "give an engine a backend",
+        )
     return engines
 
 

@@ -292,6 +292,13 @@ ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         True,
     ),
     (
+        "nothing built",
+        {"teacher": {"backend": ""}, "cluster": {"n_nodes": 1}},
+        "teacher: the config builds no engine (teacher: disabled: teacher.backend is empty)",
+        "teacher.backend=fsdp:d8",
+        True,
+    ),
+    (
         "extra engine without backend",
         base(judge={"backend": ""}),
         "judge.backend: judge needs a backend and none is set",
