@@ -94,8 +94,17 @@ def replica_text(allocation: ModelAllocation) -> str:
 # ------------------------------------------------------------------------ discovery
 
 
-def _read(section: Any, key: str, where: str, default: Any = None) -> Any:
-    """``section[key]`` (resolving an interpolation), as an AllocationError on failure."""
+def _has(section: Any, key: str) -> bool:
+    # keys() rather than `in`: a struct-mode DictConfig raises (and formats) internally for
+    # every absent key it is asked about.
+    return key in section.keys()  # noqa: SIM118
+
+
+def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
+    """``section[key]`` (resolving an interpolation) or ``default`` when the key is absent;
+    a value that cannot be resolved is an AllocationError naming ``where``."""
+    if not _has(section, key):
+        return default
     try:
         return section.get(key, default)
     except AllocationError:
@@ -129,7 +138,7 @@ def sections(cfg: Any) -> Iterator[tuple[str, Any]]:
     for key in list(cfg.keys()):
         name = str(key)
         if name in ROLE:
-            value = _read(cfg, name, name)
+            value = read_value(cfg, name, name)
             if _is_null(value):
                 continue
             if not isinstance(value, Mapping):
@@ -143,8 +152,8 @@ def sections(cfg: Any) -> Iterator[tuple[str, Any]]:
             yield name, value
             continue
         node = get_node(key) if get_node is not None else cfg[key]
-        if _is_mapping(node) and "backend" in node:
-            yield name, _read(cfg, name, name)
+        if _is_mapping(node) and _has(node, "backend"):
+            yield name, read_value(cfg, name, name)
 
 
 def engine_names(cfg: Any) -> list[str]:
@@ -168,11 +177,11 @@ def has_engines(cfg: Any) -> bool:
 
 def kl_reason(cfg: Any) -> str | None:
     """Why ref is not built, or None when it is (``actor.kl_ctl`` absent or > 0)."""
-    actor = _read(cfg, INHERIT_FROM, INHERIT_FROM)
-    if not _is_mapping(actor) or "kl_ctl" not in actor:
+    actor = read_value(cfg, INHERIT_FROM, INHERIT_FROM)
+    if not _is_mapping(actor) or not _has(actor, "kl_ctl"):
         return None
     where = f"{INHERIT_FROM}.kl_ctl"
-    value = _read(actor, "kl_ctl", where)
+    value = read_value(actor, "kl_ctl", where)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -194,14 +203,16 @@ def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
     backend is empty (the caller reports it).
     """
     key = f"{name}.backend"
-    section = _read(cfg, name, name)
-    written = _read(section, "backend", key) if _is_mapping(section) else None
+    section = read_value(cfg, name, name)
+    written = read_value(section, "backend", key) if _is_mapping(section) else None
     if written is None or written == "":
         role = ROLE.get(name)
         if role is not None and role.empty_backend == "inherit":
-            source = _read(cfg, INHERIT_FROM, INHERIT_FROM)
+            source = read_value(cfg, INHERIT_FROM, INHERIT_FROM)
             inherited = (
-                _read(source, "backend", f"{INHERIT_FROM}.backend") if _is_mapping(source) else None
+                read_value(source, "backend", f"{INHERIT_FROM}.backend")
+                if _is_mapping(source)
+                else None
             )
             return (inherited or ""), f"{INHERIT_FROM}.backend (inherited by an empty {key})"
         if role is not None and role.empty_backend == "disable":
@@ -213,7 +224,7 @@ def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
 def _parse(name: str, cfg: Any, section: Any) -> EnginePlan:
     key = f"{name}.backend"
     role = ROLE.get(name)
-    written = _read(section, "backend", key)
+    written = read_value(section, "backend", key)
     if written is None:
         written = ""
     inherited_from = None
@@ -266,7 +277,7 @@ def _parse(name: str, cfg: Any, section: Any) -> EnginePlan:
 
 def _scheduling(name: str, section: Any) -> tuple[str, str | None, bool]:
     prefix = f"{name}.scheduling_strategy"
-    strategy = _read(section, "scheduling_strategy", prefix)
+    strategy = read_value(section, "scheduling_strategy", prefix)
     if _is_null(strategy):
         return "separation", None, True
     if not isinstance(strategy, Mapping):
@@ -276,7 +287,7 @@ def _scheduling(name: str, section: Any) -> tuple[str, str | None, bool]:
             None,
             hint=f"e.g. {prefix}.type=colocation {prefix}.target={INHERIT_FROM}",
         )
-    kind = _read(strategy, "type", f"{prefix}.type")
+    kind = read_value(strategy, "type", f"{prefix}.type")
     kind = "separation" if kind is None or kind == "" else kind
     if kind not in SCHEDULING_TYPES:
         raise AllocationError(
@@ -285,7 +296,7 @@ def _scheduling(name: str, section: Any) -> tuple[str, str | None, bool]:
             None,
             hint=f"use {' or '.join(SCHEDULING_TYPES)}",
         )
-    target = _read(strategy, "target", f"{prefix}.target")
+    target = read_value(strategy, "target", f"{prefix}.target")
     if target is not None and not isinstance(target, str):
         raise AllocationError(
             f"{prefix}.target: must be an engine name, got {target!r}",
@@ -293,7 +304,7 @@ def _scheduling(name: str, section: Any) -> tuple[str, str | None, bool]:
             None,
             hint=f"e.g. {prefix}.target={INHERIT_FROM}",
         )
-    fork = _read(strategy, "fork", f"{prefix}.fork", True)
+    fork = read_value(strategy, "fork", f"{prefix}.fork", True)
     fork = True if fork is None else fork
     if not isinstance(fork, bool):
         raise AllocationError(

@@ -12,19 +12,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from areal_conf.engines import read_engines, resolve_colocation
+from areal_conf.engines import read_engines, read_value, resolve_colocation
 from areal_conf.errors import AllocationError
 from areal_conf.plan import EnginePlan, Plan, place
 
 
 def validate(cfg: Any) -> Plan:
     """Check a composed config and return its allocation plan."""
-    check_allocation_mode(cfg.get("allocation_mode", ""))
-    n_nodes, n_gpus_per_node = _cluster(cfg.get("cluster") or {})
+    check_allocation_mode(read_value(cfg, "allocation_mode", "allocation_mode", ""))
+    n_nodes, n_gpus_per_node = _cluster(read_value(cfg, "cluster", "cluster") or {})
     engines = resolve_colocation(read_engines(cfg))
     if n_gpus_per_node:
         _check_capacity(engines, n_nodes, n_gpus_per_node)
-    model = cfg.get("model")
+    model = read_value(cfg, "model", "model")
     if model:
         _check_model(engines, model)
     if not n_gpus_per_node:
@@ -108,7 +108,7 @@ def _cluster(cluster: Any) -> tuple[int, int]:
     values = []
     # n_gpus_per_node 0 is AReaL's CPU template.
     for field_name, default, least in (("n_nodes", 1, 1), ("n_gpus_per_node", 8, 0)):
-        value = cluster.get(field_name, default)
+        value = read_value(cluster, field_name, f"cluster.{field_name}", default)
         if type(value) is not int or value < least:
             what = "a positive whole number" if least else "a whole number, 0 for a CPU run"
             raise AllocationError(
