@@ -501,10 +501,23 @@ def _bad_target(
     *,
     typo: str | None = None,
 ) -> AllocationError:
+    # Targets that would be valid: built, created earlier, forking if colocated, and with
+    # this engine's replica and GPU counts.
+    mine = engines[name].allocation
     earlier = [
         n
         for n, e in engines.items()
-        if n != name and e.enabled and rank[n] < rank[name] and (e.colocated_with is None or e.fork)
+        if n != name
+        and e.allocation is not None
+        and rank[n] < rank[name]
+        and (e.colocated_with is None or e.fork)
+        and (
+            mine is None
+            or (
+                replicas(e.allocation) == replicas(mine)
+                and e.allocation.world_size == mine.world_size
+            )
+        )
     ]
     earlier.sort(key=lambda n: rank[n])
     fixes = []

@@ -204,6 +204,18 @@ ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         True,
     ),
     (
+        "absent, only a matching target is suggested",
+        base(
+            actor={"backend": "fsdp:d4"},
+            critic={"backend": "fsdp:d8"},
+            ref={"backend": "fsdp:d8", "scheduling_strategy": colo("teacher")},
+            cluster={"n_nodes": 3},
+        ),
+        "ref.scheduling_strategy.target: ref -> teacher: the config has no teacher section",
+        "ref.scheduling_strategy.target=critic",
+        True,
+    ),
+    (
         "disabled",
         base(
             teacher={"backend": ""},
