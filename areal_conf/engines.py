@@ -119,7 +119,9 @@ def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
 
 
 def _is_mapping(value: Any) -> bool:
-    return isinstance(value, Mapping) and not _is_null(value)
+    is_missing = getattr(value, "_is_missing", None)  # an OmegaConf section left as ???
+    missing = callable(is_missing) and bool(is_missing())
+    return isinstance(value, Mapping) and not _is_null(value) and not missing
 
 
 def _is_null(value: Any) -> bool:
