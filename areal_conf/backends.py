@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-# The engines of an RL run (SPEC §1); only rollout runs an inference backend.
-ENGINES: Final[tuple[str, ...]] = ("rollout", "actor", "critic", "ref", "teacher")
-
 DIM_NAMES: Final = {
     "d": "data",
     "t": "tensor",

@@ -63,12 +63,12 @@ def _explain(args: argparse.Namespace) -> None:
 
 def _migrate(args: argparse.Namespace) -> None:
     from areal_conf.legacy import migrate_allocation_mode, migration_yaml
-    from areal_conf.overrides import format_overrides
+    from areal_conf.overrides import shell_line
 
     if args.yaml:
         print(migration_yaml(args.legacy), end="")
     else:
-        print(format_overrides(migrate_allocation_mode(args.legacy)))
+        print(shell_line(migrate_allocation_mode(args.legacy)))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,8 +1,18 @@
-"""Structured configs for the engines, cluster and model (SPEC §5), and their registration.
+"""Structured configs for the keys areal-conf owns, and their registration as ``areal_schema``.
 
 This module is Hydra-facing: importing it registers the schema in Hydra's ConfigStore as
 ``areal_schema`` (use it first in a primary config's defaults list) and the ``areal.``
 resolvers.
+
+The schema overlays real AReaL YAMLs. Its root and ``cluster`` are open: keys that
+areal-conf does not own (``experiment_name``, ``cluster.fileroot``, ...) pass through
+untouched, while the keys it owns keep their types, so ``cluster.n_nodes=two`` fails at
+composition. Engine sections are not in the schema: an engine exists when the YAML or an
+override gives its section (``+critic.backend=fsdp:d4``), so a training-only or
+inference-only YAML stays what it is; :class:`RolloutConfig`, :class:`TrainEngineConfig`
+and :class:`SchedulingStrategy` describe the keys of an engine section that areal-conf
+reads (the JSON Schema of ``python -m areal_conf schema`` is built from them), and
+``validate`` checks their values.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from areal_conf.resolvers import register_resolvers
 
@@ -20,13 +31,19 @@ ALLOCATION = "${areal.allocation:}"
 
 @dataclass
 class SchedulingStrategy:
-    # "separation" (own GPUs) or "colocation" (share `target`'s GPUs); checked by validate.
+    """Where an engine runs, as AReaL's SchedulingStrategy."""
+
+    # "separation" (own GPUs, the default) or "colocation" (share `target`'s GPUs).
     type: str = "separation"
     target: str | None = None
+    # Colocated: new processes on the target's GPUs (true) or the target's own (false).
+    fork: bool = True
 
 
 @dataclass
 class RolloutConfig:
+    """The inference engine; an empty backend is an error."""
+
     backend: str = ""
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
     allocation: Any = ALLOCATION
@@ -34,38 +51,23 @@ class RolloutConfig:
 
 @dataclass
 class TrainEngineConfig:
+    """A training engine (actor, critic, ref, teacher)."""
+
     backend: str = ""
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
     allocation: Any = ALLOCATION
 
 
-def _colocated_with_actor() -> SchedulingStrategy:
-    return SchedulingStrategy(type="colocation", target="actor")
-
-
-@dataclass
-class CriticConfig(TrainEngineConfig):
-    """Empty backend: inherit actor.backend (SPEC §1)."""
-
-    scheduling_strategy: SchedulingStrategy = field(default_factory=_colocated_with_actor)
-
-
-@dataclass
-class RefConfig(TrainEngineConfig):
-    """Empty backend: inherit actor.backend (SPEC §1)."""
-
-    scheduling_strategy: SchedulingStrategy = field(default_factory=_colocated_with_actor)
-
-
 @dataclass
 class ClusterConfig:
     n_nodes: int = 1
+    # 0 is a CPU run: engines get processes, no GPUs.
     n_gpus_per_node: int = 8
 
 
 @dataclass
 class ModelConfig:
-    """Model shape for the checks of SPEC §7; null skips a check."""
+    """Model shape for the layout checks; null skips a check."""
 
     num_layers: int | None = None
     num_attention_heads: int | None = None
@@ -76,19 +78,33 @@ class ModelConfig:
 
 @dataclass
 class AReaLConfig:
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    actor: TrainEngineConfig = field(default_factory=TrainEngineConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
-    ref: RefConfig = field(default_factory=RefConfig)
-    teacher: TrainEngineConfig = field(default_factory=TrainEngineConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    # Deprecated (SPEC §6): any non-empty value is rejected with its translation.
+    # Deprecated: any non-empty value is rejected with its translation.
     allocation_mode: str = ""
 
 
+#: Sections of the schema that accept keys areal-conf does not own.
+OPEN_SECTIONS = ("cluster",)
+
+
+def schema_node() -> DictConfig:
+    """``AReaLConfig`` as a config whose root and open sections accept unknown keys.
+
+    OmegaConf lets a typed node take unknown keys when its own ``struct`` flag is
+    explicitly false; merging a YAML into it keeps the types of the declared keys.
+    """
+    node: DictConfig = OmegaConf.structured(AReaLConfig)
+    node._set_flag("struct", False)
+    for name in OPEN_SECTIONS:
+        section = node._get_node(name)
+        assert section is not None
+        section._set_flag("struct", False)
+    return node
+
+
 def register_configs() -> None:
-    ConfigStore.instance().store(name="areal_schema", node=AReaLConfig)
+    ConfigStore.instance().store(name="areal_schema", node=schema_node())
     register_resolvers()
 
 

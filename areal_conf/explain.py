@@ -107,7 +107,7 @@ def plan_rank_groups(plan: Plan, order: str = DEFAULT_ORDER) -> str:
 
 def rank_placement(engine: EnginePlan, max_runs: int = 4) -> str:
     """Which GPUs the engine-local ranks run on: rank r on the engine's r-th slot."""
-    where = "on its target's GPUs: " if engine.colocated_with else ""
+    where = f"on {engine.owner}'s GPUs: " if engine.colocated_with else ""
     runs: list[tuple[int, int, int, int, int]] = []  # first rank, last rank, node, gpu0, gpu1
     for rank, (node, gpu) in enumerate(engine.slots):
         if runs:

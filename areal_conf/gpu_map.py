@@ -10,7 +10,9 @@ One line per node, one letter per GPU, then a legend::
     A = actor    fsdp:d4t2    8 GPUs on node 1, shared with critic, ref (colocated)
 
 Colocated engines have no letter of their own: the legend names them next to the engine
-whose GPUs they share. ``.`` is an idle GPU. Consecutive nodes whose lines are identical
+whose GPUs they share (the end of their colocation chain). ``.`` is an idle GPU. Engines
+of the config that are not built are listed below the legend with the reason; a CPU
+run (no GPUs per node) has no map. Consecutive nodes whose lines are identical
 collapse into one (``nodes 2-61  A A A A A A A A``), so a 64-node plan stays a few lines.
 """
 
@@ -55,6 +57,8 @@ def node_cells(plan: Plan) -> list[list[str]]:
 
 def render_gpu_map(plan: Plan) -> str:
     """The map and its legend as text (no trailing newline)."""
+    if plan.cpu_run:
+        return "\n".join(["(CPU run: no GPUs to map)", *_not_built(plan)])
     per_node = plan.n_gpus_per_node
     spaced = per_node <= _SPACED_UP_TO
     width = len(str(per_node - 1)) if spaced else 1
@@ -80,7 +84,12 @@ def render_gpu_map(plan: Plan) -> str:
     lines += [f"{label:<{label_width}}  {row}" for label, row in rows]
     lines.append("")
     lines += _legend(plan, cells)
+    lines += _not_built(plan)
     return "\n".join(lines)
+
+
+def _not_built(plan: Plan) -> list[str]:
+    return [f"{name}: not built ({reason})" for name, reason in plan.not_built().items()]
 
 
 def _legend(plan: Plan, cells: list[list[str]]) -> list[str]:
@@ -91,7 +100,7 @@ def _legend(plan: Plan, cells: list[list[str]]) -> list[str]:
         sharing = [
             other.name
             for other in plan.engines.values()
-            if other.enabled and other.colocated_with == name
+            if other.enabled and other.colocated_with and other.owner == name
         ]
         where = _gpus_on(len(e.slots), e.nodes)
         if len(e.slots) != e.gpus:

@@ -51,19 +51,19 @@ from contextvars import ContextVar
 from typing import NamedTuple
 
 from areal_conf.allocation import ModelAllocation
-from areal_conf.backends import BACKENDS, ENGINES, INFERENCE_BACKENDS, join_or
+from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, join_or
+from areal_conf.engines import ROLE, ROLE_NAMES
 from areal_conf.errors import AllocationError
+from areal_conf.overrides import hydra_value
 
 __all__ = [
-    "ENGINES",
     "migrate_allocation_mode",
     "migration_yaml",
 ]
 
-_INFERENCE_ENGINES = frozenset({"rollout"})
-# Engines whose default scheduling is colocation with the actor (SPEC §1): when a
-# legacy string puts them on their own GPUs, the translation must say so.
-_DEFAULT_COLOCATED = frozenset({"critic", "ref"})
+# Component names are the roles; every role is on its own GPUs unless told otherwise.
+ENGINES = ROLE_NAMES
+_INFERENCE_ENGINES = frozenset(n for n, r in ROLE.items() if r.kind == "inference")
 # AReaL's old ``inference+eval`` form: evaluation processes on CPU, no engine.
 _EVAL_WORDS = frozenset({"eval", "cpu"})
 
@@ -105,14 +105,16 @@ def migrate_allocation_mode(legacy: str) -> list[str]:
     >>> migrate_allocation_mode("sglang:d4t2+fsdp:d8")
     ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']
 
-    Values are canonical backend strings (``str(parse_backend(...))``), unescaped; pass
-    the list to :func:`areal_conf.overrides.format_overrides` for a command line.  Raises
+    Values are canonical backend strings (``str(parse_backend(...))``) written for
+    Hydra's override grammar, so ``compose(overrides=...)`` takes the list as it is
+    (a hybrid layout is quoted: ``actor.backend='megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)'``);
+    :func:`areal_conf.overrides.shell_line` quotes them for a shell.  Raises
     :class:`AllocationError` whose ``spec`` is ``legacy`` and whose ``position``
     points into it.
     """
     overrides: list[str] = []
     for entry in _translate(legacy):
-        overrides.append(f"{entry.engine}.backend={entry.backend}")
+        overrides.append(f"{entry.engine}.backend={hydra_value(entry.backend)}")
         if entry.scheduling is not None:
             overrides.append(f"{entry.engine}.scheduling_strategy.type={entry.scheduling}")
         if entry.target is not None:
@@ -465,13 +467,10 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
     for group in groups:
         first = group[0]
         first_engine = engine_of[id(first)]
-        sched = "separation" if first_engine in _DEFAULT_COLOCATED else None
-        entries.append(_Entry(first_engine, str(first.alloc), sched, None))
         for comp in group[1:]:
-            engine = engine_of[id(comp)]
             if comp.alloc.world_size != first.alloc.world_size:
                 raise AllocationError(
-                    f"'{engine}' is colocated with '{first_engine}' but needs "
+                    f"'{engine_of[id(comp)]}' is colocated with '{first_engine}' but needs "
                     f"{comp.alloc.world_size} GPUs, not {first.alloc.world_size}",
                     legacy,
                     comp.start,
@@ -479,7 +478,16 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
                     hint="colocated engines share their target's GPUs, so their world "
                     "sizes (d×t×p×c) must be equal; or separate them with '+'",
                 )
-            entries.append(_Entry(engine, str(comp.alloc), "colocation", first_engine))
+        # AReaL creates the engines in a fixed order and a colocation target must already
+        # exist: the group shares the GPUs of its member that is created first.
+        owner = min(group, key=lambda c: ROLE_NAMES.index(engine_of[id(c)]))
+        owner_engine = engine_of[id(owner)]
+        for comp in group:
+            engine = engine_of[id(comp)]
+            if comp is owner:
+                entries.append(_Entry(engine, str(comp.alloc), None, None))
+            else:
+                entries.append(_Entry(engine, str(comp.alloc), "colocation", owner_engine))
     if not entries:
         raise AllocationError(
             "allocation_mode names no engine",

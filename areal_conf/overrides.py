@@ -69,6 +69,12 @@ def _format_override(item: object) -> str:
     return shell_quote(f"{key}={hydra_value(value)}")
 
 
+def shell_line(overrides: Sequence[str]) -> str:
+    """Overrides already written for Hydra's grammar (e.g. those of
+    ``migrate_allocation_mode``), quoted for a POSIX shell and joined into one line."""
+    return " ".join(shell_quote(item) for item in overrides)
+
+
 def _hydra_quote(value: str) -> str:
     """A Hydra single-quoted string: backslashes are escaped only before a quote."""
     inner = _QUOTE_BACKSLASHES.sub(lambda m: m.group(1) * 2 + "\\'", value)

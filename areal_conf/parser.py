@@ -271,10 +271,10 @@ class _Parser:
         if marker < 0:
             return
         from areal_conf.legacy import migrate_allocation_mode
-        from areal_conf.overrides import format_overrides
+        from areal_conf.overrides import shell_line
 
         try:
-            translation = format_overrides(migrate_allocation_mode(spec))
+            translation = shell_line(migrate_allocation_mode(spec))
         except AllocationError:
             translation = ""
         hint = "give each engine its own backend field"

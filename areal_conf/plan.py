@@ -13,22 +13,40 @@ Slot = tuple[int, int]  # (node, local GPU index)
 
 @dataclass(frozen=True)
 class EnginePlan:
-    """One engine's part of the plan; ``allocation`` is None when the engine is disabled."""
+    """One engine's part of the plan; ``allocation`` is None when it is not built."""
 
     name: str
     allocation: ModelAllocation | None
     written: str  # the backend text as configured ("" when empty)
     inherited_from: str | None = None  # critic/ref with an empty backend use actor's
-    colocated_with: str | None = None
+    colocated_with: str | None = None  # the scheduling target of a colocated engine
     slots: tuple[Slot, ...] = ()
+    kind: str = ""  # "inference" or "training"
+    fork: bool = True  # colocated: new processes on the target's GPUs (AReaL's default)
+    gpu_owner: str | None = None  # colocated: the engine at the end of the chain
+    not_built: str | None = None  # why the engine is not built (allocation is None)
 
     @property
     def enabled(self) -> bool:
+        """Built: it runs and (on GPUs) takes GPUs."""
         return self.allocation is not None
+
+    @property
+    def owner(self) -> str:
+        """The engine whose GPUs this one runs on (itself when separated)."""
+        return self.gpu_owner or self.colocated_with or self.name
 
     @property
     def gpus(self) -> int:
         return 0 if self.allocation is None else self.allocation.world_size
+
+    @property
+    def replicas(self) -> int:
+        """Server instances (inference) or ranks (training): what AReaL's scheduler counts."""
+        if self.allocation is None:
+            return 0
+        a = self.allocation
+        return a.num_instances if a.is_inference else a.world_size
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -49,18 +67,38 @@ class EnginePlan:
             parts += [f"ep{p.ep_size}", f"etp{p.etp_size}", f"edp{p.edp_size}"]
         return " ".join(parts)
 
+    def scheduling_text(self) -> str:
+        if self.colocated_with is None:
+            return "separate"
+        text = f"colocated with {self.colocated_with}"
+        if self.owner != self.colocated_with:
+            text += f" (GPUs of {self.owner})"
+        if not self.fork:
+            text += ", no fork"
+        return text
+
     def to_dict(self) -> dict[str, Any]:
         if self.allocation is None:
-            return {"enabled": False, "gpus": 0}
+            return {
+                "enabled": False,
+                "built": False,
+                "reason": self.not_built,
+                "kind": self.kind,
+                "gpus": 0,
+            }
         return {
             "enabled": True,
+            "built": True,
             **self.allocation.to_dict(),
             "written": self.written,
             "inherited_from": self.inherited_from,
             "kind": "inference" if self.allocation.is_inference else "training",
+            "replicas": self.replicas,
             "gpus": self.gpus,
             "scheduling": "colocation" if self.colocated_with else "separation",
             "colocated_with": self.colocated_with,
+            "gpu_owner": self.owner,
+            "fork": self.fork,
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],
         }
@@ -74,12 +112,19 @@ class Plan:
     warnings: tuple[str, ...] = field(default=())
 
     @property
+    def cpu_run(self) -> bool:
+        """``cluster.n_gpus_per_node: 0``: engines run as processes without GPUs."""
+        return self.n_gpus_per_node == 0
+
+    @property
     def available_gpus(self) -> int:
         return self.n_nodes * self.n_gpus_per_node
 
     @property
     def used_gpus(self) -> int:
         """GPUs taken by separated engines (colocated ones share their target's)."""
+        if self.cpu_run:
+            return 0
         return sum(e.gpus for e in self.engines.values() if not e.colocated_with)
 
     @property
@@ -87,7 +132,12 @@ class Plan:
         return self.available_gpus - self.used_gpus
 
     def gpus_by_engine(self) -> dict[str, int]:
+        """GPUs of each built engine (its world size; on a CPU run, what it would need)."""
         return {name: e.gpus for name, e in self.engines.items() if e.enabled}
+
+    def not_built(self) -> dict[str, str]:
+        """The engines of the config that are not built, with the reason."""
+        return {name: e.not_built or "" for name, e in self.engines.items() if not e.enabled}
 
     def idle_slots(self) -> list[Slot]:
         taken = {slot for e in self.engines.values() if not e.colocated_with for slot in e.slots}
@@ -101,6 +151,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "cluster": {"n_nodes": self.n_nodes, "n_gpus_per_node": self.n_gpus_per_node},
+            "cpu_run": self.cpu_run,
             "gpus": {
                 "available": self.available_gpus,
                 "used": self.used_gpus,
@@ -110,29 +161,43 @@ class Plan:
             "warnings": list(self.warnings),
         }
 
+    def summary(self) -> str:
+        """The last line of the table: GPUs used, or what a CPU run means."""
+        if self.cpu_run:
+            n = sum(e.replicas for e in self.engines.values() if e.enabled)
+            return (
+                f"CPU run (cluster.n_gpus_per_node: 0): {n} engine process"
+                f"{'es' if n != 1 else ''} on {self.n_nodes} node"
+                f"{'s' if self.n_nodes != 1 else ''}, no GPUs, nothing to place"
+            )
+        return (
+            f"GPUs: {self.used_gpus} used of {self.available_gpus} "
+            f"({self.n_nodes} node{'s' if self.n_nodes != 1 else ''} × {self.n_gpus_per_node}), "
+            f"{self.idle_gpus} idle"
+        )
+
     def table(self) -> str:
         header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes")
         rows = [header]
         for e in self.engines.values():
             if e.allocation is None:
-                rows.append((e.name, "(disabled)", "", "0", "", ""))
+                rows.append((e.name, "(not built)", "", "0", "", ""))
                 continue
             backend = str(e.allocation)
             if e.inherited_from:
                 backend += f" (= {e.inherited_from}.backend)"
-            scheduling = f"colocated with {e.colocated_with}" if e.colocated_with else "separate"
-            rows.append((e.name, backend, e.dims_text(), str(e.gpus), scheduling, _ranges(e.nodes)))
+            gpus = "-" if self.cpu_run else str(e.gpus)
+            rows.append(
+                (e.name, backend, e.dims_text(), gpus, e.scheduling_text(), _ranges(e.nodes))
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = [
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             for row in rows
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        lines.append(
-            f"GPUs: {self.used_gpus} used of {self.available_gpus} "
-            f"({self.n_nodes} node{'s' if self.n_nodes != 1 else ''} × {self.n_gpus_per_node}), "
-            f"{self.idle_gpus} idle"
-        )
+        lines.append(self.summary())
+        lines += [f"{name}: not built ({reason})" for name, reason in self.not_built().items()]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 

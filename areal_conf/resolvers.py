@@ -1,9 +1,12 @@
-"""OmegaConf resolvers in the ``areal.`` namespace (SPEC §5).
+"""OmegaConf resolvers in the ``areal.`` namespace.
 
-``${areal.allocation:}`` in an engine node expands that engine's backend (with SPEC §1's
-fallback) to ``{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}``, or null for a
-disabled teacher; ``${areal.world_size:<spec>}`` works in any YAML value. Registration
-uses ``replace=True`` because Hydra re-runs plugin modules at every start.
+``allocation: ${areal.allocation:}`` in an engine section expands that engine's backend
+(an empty critic/ref backend is ``actor.backend``) to
+``{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}``, or null for an engine that
+is not built (an empty teacher backend, a ref with ``actor.kl_ctl <= 0``);
+``${areal.world_size:<spec>}`` works in any YAML value. The engine rules are
+:mod:`areal_conf.engines`'s. Registration uses ``replace=True`` because Hydra re-runs
+plugin modules at every start.
 """
 
 from __future__ import annotations
@@ -12,19 +15,24 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from areal_conf.engines import KL_ROLE, engine_backend, kl_reason
+from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
-from areal_conf.validate import INHERITS_ACTOR, OPTIONAL
 
 
 def _engine_allocation(*, _parent_: DictConfig, _root_: DictConfig) -> DictConfig | None:
     name = str(_parent_._key())
-    spec = _parent_.get("backend") or ""
-    if spec == "" and name in INHERITS_ACTOR:
-        spec = _root_.get("actor", {}).get("backend") or ""
-    if spec == "" and name in OPTIONAL:
+    if name == KL_ROLE and kl_reason(_root_) is not None:
         return None
+    spec, where = engine_backend(_root_, name)
+    if spec is None:
+        return None
+    try:
+        alloc = parse_backend(spec)
+    except AllocationError as err:
+        raise err.with_context(where) from None
     # A plain dict breaks OmegaConf.resolve on 2.3; a DictConfig node does not.
-    return OmegaConf.create(parse_backend(spec).to_dict())
+    return OmegaConf.create(alloc.to_dict())
 
 
 def _spec(spec: Any) -> DictConfig:

@@ -15,8 +15,11 @@ not fit, or a hybrid rule about sizes is left to the parser. Strings holding an
 OmegaConf interpolation (``${...}``) are accepted everywhere, as their value is unknown
 until resolution.
 
-Hydra's own keys of a primary config (``defaults``, ``hydra``) are allowed at the top
-level; every other unknown key is flagged, as OmegaConf rejects it in a structured config.
+The schema overlays real AReaL configs as ``areal_schema`` does: the root, the engine
+sections and ``cluster`` accept keys areal-conf does not own (``experiment_name``,
+``actor.optimizer``, ``cluster.fileroot``, any other engine section such as
+``judge_engine``), the keys it owns keep their types, and every engine section is
+optional (absent or null: no engine). ``model`` is areal-conf's own and stays closed.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from areal_conf import config as _dataclasses
-from areal_conf.backends import BACKENDS, ENGINES, MAX_SIZE
+from areal_conf.backends import BACKENDS, MAX_SIZE
+from areal_conf.engines import ROLE, SCHEDULING_TYPES
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -91,8 +95,6 @@ _Interpolated = Annotated[
 _Count = Annotated[int, Field(ge=1)]
 _OptionalCount = _Count | None | _Interpolated
 
-_INFERENCE_NAMES = ", ".join(n for n, r in BACKENDS.items() if r.kind == "inference")
-_TRAINING_NAMES = ", ".join(n for n, r in BACKENDS.items() if r.kind == "training")
 _GRAMMAR = (
     "backend:dims, e.g. {example}; dims are letters d (data) t (tensor) p (pipeline) "
     "c (context) e (expert) with sizes"
@@ -101,9 +103,6 @@ _ALLOCATION_DOC = (
     "Computed: the ${areal.allocation:} resolver expands the engine's backend into "
     "{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."
 )
-
-_Engine = Literal["rollout", "actor", "critic", "ref", "teacher"]
-assert set(_Engine.__args__) == set(ENGINES)  # type: ignore[attr-defined]
 
 
 def _backend_field(kind: str, default: str, description: str, *, allow_empty: bool) -> Any:
@@ -119,84 +118,80 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SchedulingStrategy(_Closed):
-    """Where an engine runs: on its own GPUs, or on another engine's."""
+class _Open(BaseModel):
+    """A section that also holds keys areal-conf does not read (AReaL's own)."""
 
-    type: Literal["separation", "colocation"] | _Interpolated = Field(
+    model_config = ConfigDict(extra="allow")
+
+
+class SchedulingStrategy(_Open):
+    """Where an engine runs: on its own GPUs, or on the GPUs of an engine created before it."""
+
+    type: Literal[SCHEDULING_TYPES] | _Interpolated = Field(  # type: ignore[valid-type]
         default=_dataclasses.SchedulingStrategy.type,
-        description="separation: own GPUs; colocation: share the GPUs of `target`",
+        description="separation: own GPUs (the default); colocation: share the GPUs of `target`",
     )
-    target: _Engine | _Interpolated | None = Field(
+    target: str | None = Field(
         default=_dataclasses.SchedulingStrategy.target,
-        description="the engine whose GPUs a colocated engine shares",
+        description="the engine whose GPUs a colocated engine shares; it must be created "
+        f"earlier ({', '.join(ROLE)}, then other engines in config order)",
+    )
+    fork: bool | _Interpolated = Field(
+        default=_dataclasses.SchedulingStrategy.fork,
+        description="colocated: run in new processes on the target's GPUs (true) or in the "
+        "target's own processes (false); a chain passes only through engines that fork",
     )
 
 
-class RolloutConfig(_Closed):
-    """The inference engine that generates rollouts."""
+_EMPTY_MEANS = {
+    "error": "Required",
+    "inherit": '"" to use actor.backend',
+    "disable": '"" for no engine',
+}
 
-    backend: str = _backend_field(
-        "inference",
-        _dataclasses.RolloutConfig.backend,
-        f"Required. {_INFERENCE_NAMES}: "
-        + _GRAMMAR.format(example="sglang:d2t4 (2 instances × 4 GPUs)"),
-        allow_empty=False,
+
+def _engine_model(name: str) -> type[BaseModel]:
+    """The section model of one role, from the role table."""
+    from pydantic import create_model
+
+    role = ROLE[name]
+    names = ", ".join(n for n, r in BACKENDS.items() if r.kind == role.kind)
+    source = (
+        _dataclasses.RolloutConfig if role.kind == "inference" else _dataclasses.TrainEngineConfig
     )
-    scheduling_strategy: SchedulingStrategy = Field(default_factory=SchedulingStrategy)
-    allocation: Any = Field(default=None, description=_ALLOCATION_DOC)
-
-
-class TrainEngineConfig(_Closed):
-    """The trained policy."""
-
-    backend: str = _backend_field(
-        "training",
-        _dataclasses.TrainEngineConfig.backend,
-        f"Required. {_TRAINING_NAMES}: "
-        + _GRAMMAR.format(example="fsdp:d4t2, megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"),
-        allow_empty=False,
-    )
-    scheduling_strategy: SchedulingStrategy = Field(default_factory=SchedulingStrategy)
-    allocation: Any = Field(default=None, description=_ALLOCATION_DOC)
-
-
-def _colocated() -> SchedulingStrategy:
-    return SchedulingStrategy(type="colocation", target="actor")
-
-
-class CriticConfig(TrainEngineConfig):
-    """The value model; by default on the actor's GPUs with the actor's backend."""
-
-    backend: str = _backend_field(
-        "training",
-        _dataclasses.CriticConfig.backend,
-        f'{_TRAINING_NAMES}, or "" to use actor.backend: ' + _GRAMMAR.format(example="fsdp:d8"),
-        allow_empty=True,
-    )
-    scheduling_strategy: SchedulingStrategy = Field(default_factory=_colocated)
-
-
-class RefConfig(CriticConfig):
-    """The frozen reference policy; by default on the actor's GPUs with its backend."""
-
-
-class TeacherConfig(TrainEngineConfig):
-    """A frozen teacher for distillation; an empty backend disables it."""
-
-    backend: str = _backend_field(
-        "training",
-        _dataclasses.TrainEngineConfig.backend,
-        f'{_TRAINING_NAMES}, or "" for no teacher: ' + _GRAMMAR.format(example="megatron:d2p2t4"),
-        allow_empty=True,
+    empty = _EMPTY_MEANS[role.empty_backend]
+    description = f"{empty}. {names}: " + _GRAMMAR.format(example=role.example)
+    return create_model(
+        f"{name.capitalize()}Config",
+        __base__=_Open,
+        __doc__=f"The {name} engine ({role.kind}); absent or null: no {name} engine.",
+        backend=(
+            str,
+            _backend_field(
+                role.kind,
+                source.backend,
+                description,
+                allow_empty=role.empty_backend != "error",
+            ),
+        ),
+        scheduling_strategy=(
+            SchedulingStrategy,
+            Field(default_factory=SchedulingStrategy),
+        ),
+        allocation=(Any, Field(default=None, description=_ALLOCATION_DOC)),
     )
 
 
-class ClusterConfig(_Closed):
+ENGINE_MODELS: Final[dict[str, type[BaseModel]]] = {name: _engine_model(name) for name in ROLE}
+
+
+class ClusterConfig(_Open):
     """The GPUs available to the run."""
 
     n_nodes: _Count | _Interpolated = Field(default=_dataclasses.ClusterConfig.n_nodes)
-    n_gpus_per_node: _Count | _Interpolated = Field(
-        default=_dataclasses.ClusterConfig.n_gpus_per_node
+    n_gpus_per_node: Annotated[int, Field(ge=0)] | _Interpolated = Field(
+        default=_dataclasses.ClusterConfig.n_gpus_per_node,
+        description="0 for a CPU run: engines run as processes without GPUs",
     )
 
 
@@ -212,31 +207,43 @@ class ModelConfig(_Closed):
     max_seq_len: _OptionalCount = Field(default=None, description="divisible by 2×cp when cp > 1")
 
 
-class AReaLConfig(_Closed):
-    """An AReaL-style RL training config (areal-conf): one backend string per engine."""
+def _root_model() -> type[BaseModel]:
+    from pydantic import create_model
 
-    model_config = ConfigDict(extra="forbid", title="AReaL config (areal-conf)")
+    engines: dict[str, Any] = {
+        name: (model | None, Field(default=None)) for name, model in ENGINE_MODELS.items()
+    }
+    return create_model(
+        "AReaLConfig",
+        __config__=ConfigDict(extra="allow", title="AReaL config (areal-conf)"),
+        __doc__="An AReaL config as areal-conf reads it: one backend string per engine. "
+        "Keys areal-conf does not own pass through.",
+        **engines,
+        cluster=(ClusterConfig, Field(default_factory=ClusterConfig)),
+        model=(ModelConfig, Field(default_factory=ModelConfig)),
+        allocation_mode=(
+            str,
+            Field(
+                default=_dataclasses.AReaLConfig.allocation_mode,
+                pattern="^$",
+                deprecated=True,
+                description="Deprecated and rejected when set: give each engine its backend "
+                "instead (python -m areal_conf migrate '<allocation_mode>' prints the "
+                "overrides).",
+            ),
+        ),
+        defaults=(
+            list[Any] | None,
+            Field(default=None, description="Hydra's defaults list (not part of the config)"),
+        ),
+        hydra=(
+            dict[str, Any] | None,
+            Field(default=None, description="Hydra's own settings (not part of the config)"),
+        ),
+    )
 
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    actor: TrainEngineConfig = Field(default_factory=TrainEngineConfig)
-    critic: CriticConfig = Field(default_factory=CriticConfig)
-    ref: RefConfig = Field(default_factory=RefConfig)
-    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
-    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    allocation_mode: str = Field(
-        default=_dataclasses.AReaLConfig.allocation_mode,
-        pattern="^$",
-        deprecated=True,
-        description="Deprecated and rejected when set: give each engine its backend instead "
-        "(python -m areal_conf migrate '<allocation_mode>' prints the overrides).",
-    )
-    defaults: list[Any] | None = Field(
-        default=None, description="Hydra's defaults list (not part of the composed config)"
-    )
-    hydra: dict[str, Any] | None = Field(
-        default=None, description="Hydra's own settings (not part of the composed config)"
-    )
+
+AReaLConfig: Final = _root_model()
 
 
 # Keys of the root that are Hydra's, not the config's.

@@ -19,14 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from areal_conf.backends import BACKENDS, ENGINES, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
+from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
+from areal_conf.engines import ROLE, ROLE_NAMES, engine_backend, engine_names
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.overrides import shell_sweep_override
-
-# SPEC §1: engines whose empty backend means "inherit actor.backend".
-_INHERITS_ACTOR = ("critic", "ref")
 
 
 @dataclass(frozen=True)
@@ -52,64 +50,50 @@ class EngineSweep:
         )
 
 
-def check_engine(engine: object) -> str:
-    """``engine`` if it is one of SPEC §1's engines, else an AllocationError with a hint."""
-    if isinstance(engine, str) and engine in ENGINES:
+def check_engine(engine: object, cfg: Any = None) -> str:
+    """``engine`` if it is a role or an engine of ``cfg``, else an AllocationError with a hint."""
+    known = list(ROLE_NAMES)
+    if cfg is not None:
+        known += [n for n in engine_names(cfg) if n not in ROLE]
+    if isinstance(engine, str) and engine in known:
         return engine
     shown = engine if isinstance(engine, str) else repr(engine)
-    close = difflib.get_close_matches(str(shown).lower(), ENGINES, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(shown).lower(), known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
     raise AllocationError(
         f"unknown engine {shown!s}",
         shown,
         None,
-        hint=hint + "the engines are " + join_or(list(ENGINES)),
+        hint=hint + "the engines are " + join_or(known),
     )
 
 
 def check_engine_kind(engine: str, backend: str) -> None:
-    """rollout runs an inference backend, every other engine a training one (SPEC §1)."""
+    """A role runs a backend of its kind; an extra engine's kind follows from its backend."""
     rule = BACKENDS.get(backend)
-    if rule is None:
-        return  # layouts() names the unknown backend with its hint
-    wants = "inference" if engine == "rollout" else "training"
-    if rule.kind == wants:
+    role = ROLE.get(engine)
+    if rule is None or role is None:
+        return  # layouts() names an unknown backend with its hint
+    if rule.kind == role.kind:
         return
-    choices = INFERENCE_BACKENDS if wants == "inference" else TRAINING_BACKENDS
-    other = "rollout" if wants == "training" else "a training engine (actor, critic, ref, teacher)"
+    choices = INFERENCE_BACKENDS if role.kind == "inference" else TRAINING_BACKENDS
+    others = [r.name for r in ROLE.values() if r.kind == rule.kind]
     raise AllocationError(
-        f"{engine} needs {'an' if wants == 'inference' else 'a'} {wants} backend, got {backend}",
+        f"{engine} needs {'an' if role.kind == 'inference' else 'a'} {role.kind} backend, "
+        f"got {backend}",
         backend,
         0,
         length=len(backend),
-        hint=f"use {join_or(list(choices))} for {engine}, or give {backend} to {other}",
+        hint=f"use {join_or(list(choices))} for {engine}, or give {backend} to {join_or(others)}",
     )
 
 
 def default_engine(backend: str) -> str:
-    """The engine a sweep of ``backend`` is usually for: rollout for inference backends."""
+    """The engine a sweep of ``backend`` is usually for: the first role of its kind
+    (rollout for inference backends, actor for training ones)."""
     rule = BACKENDS.get(backend)
-    return "rollout" if rule is not None and rule.kind == "inference" else "actor"
-
-
-def engine_backend(cfg: Any, engine: str) -> tuple[str | None, str]:
-    """The backend string ``engine`` runs in a composed config, and the key it comes from.
-
-    SPEC §1: an empty critic/ref backend is the actor's; an empty teacher backend
-    disables the teacher (``None``); an empty rollout/actor backend is ``""``.
-    """
-    key = f"{engine}.backend"
-    node = cfg.get(engine)
-    written = None if node is None else node.get("backend")
-    if written is None or written == "":
-        if engine in _INHERITS_ACTOR:
-            actor = cfg.get("actor")
-            inherited = None if actor is None else actor.get("backend")
-            return (inherited or ""), f"actor.backend (inherited by an empty {key})"
-        if engine == "teacher":
-            return None, key
-        return "", key
-    return written, key
+    kind = rule.kind if rule is not None else "training"
+    return next(r.name for r in ROLE.values() if r.kind == kind)
 
 
 def engine_layouts(
@@ -130,12 +114,12 @@ def engine_layouts(
     """
     from areal_conf.parser import parse_backend
 
-    engine = check_engine(engine)
+    engine = check_engine(engine, cfg)
     if backend is None or gpus is None:
         spec, where = engine_backend(cfg, engine)
         if spec is None:
             raise AllocationError(
-                f"{where}: the teacher is disabled (empty backend), so there is no current "
+                f"{where}: {engine} is disabled (empty backend), so there is no current "
                 "backend or world size to sweep",
                 None,
                 None,
@@ -206,7 +190,7 @@ def add_layouts_command(commands: Any) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="model shape for the checks of SPEC §7, e.g. --model num_experts=64 "
+        help="model shape for the layout checks, e.g. --model num_experts=64 "
         "num_layers=48 (keys: " + ", ".join(MODEL_KEYS) + ")",
     )
     parser.add_argument(
@@ -226,8 +210,9 @@ def add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
-        help="the engine whose backend the --hydra override sets "
+        help="the engine whose backend the --hydra override sets, a role ("
+        + ", ".join(ROLE_NAMES)
+        + ") or another engine section of your config "
         "(default: rollout for sglang and vllm, actor otherwise)",
     )
     parser.set_defaults(run=run_layouts_command)

@@ -1,9 +1,10 @@
-"""``validate(cfg)``: the one check that train.py and the launcher run (SPEC §5–§7).
+"""``validate(cfg)``: the one check that train.py and the launcher run.
 
 Takes a composed config (an OmegaConf DictConfig or any nested mapping) and returns a
 ``Plan`` or raises one ``AllocationError`` whose first line names the config key.
-Only ``backend``, ``scheduling_strategy``, ``cluster``, ``model`` and
-``allocation_mode`` are read, never the ``allocation`` nodes the resolvers expand.
+The engines and their scheduling come from :mod:`areal_conf.engines`; besides them only
+``cluster``, ``model`` and ``allocation_mode`` are read, never the ``allocation`` nodes
+the resolvers expand, nor keys that only the application reads.
 """
 
 from __future__ import annotations
@@ -11,39 +12,34 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from areal_conf.allocation import ModelAllocation
-from areal_conf.backends import ENGINES, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
+from areal_conf.engines import read_engines, read_value, resolve_colocation
 from areal_conf.errors import AllocationError
-from areal_conf.parser import parse_backend
 from areal_conf.plan import EnginePlan, Plan, place
-
-# SPEC §1: what an empty backend means, and the default scheduling of each engine.
-INHERITS_ACTOR = ("critic", "ref")
-OPTIONAL = ("teacher",)
-SCHEDULING_TYPES = ("separation", "colocation")
-DEFAULT_SCHEDULING = {"critic": ("colocation", "actor"), "ref": ("colocation", "actor")}
 
 
 def validate(cfg: Any) -> Plan:
     """Check a composed config and return its allocation plan."""
-    check_allocation_mode(cfg.get("allocation_mode", ""))
-    n_nodes, n_gpus_per_node = _cluster(cfg.get("cluster") or {})
-    engines = {name: _engine(name, cfg) for name in ENGINES}
-    _check_colocation(cfg, engines)
-    _check_capacity(engines, n_nodes, n_gpus_per_node)
-    model = cfg.get("model")
+    check_allocation_mode(read_value(cfg, "allocation_mode", "allocation_mode", ""))
+    n_nodes, n_gpus_per_node = _cluster(read_value(cfg, "cluster", "cluster") or {})
+    engines = resolve_colocation(read_engines(cfg))
+    if n_gpus_per_node:
+        _check_capacity(engines, n_nodes, n_gpus_per_node)
+    model = read_value(cfg, "model", "model")
     if model:
         _check_model(engines, model)
+    if not n_gpus_per_node:
+        # A CPU run: processes only, nothing to place.
+        return Plan(engines, n_nodes, n_gpus_per_node)
     separated = [
         (name, e.allocation)
         for name, e in engines.items()
         if e.allocation is not None and not e.colocated_with
     ]
     slots = place(separated, n_nodes, n_gpus_per_node)
-    placed = {}
-    for name, e in engines.items():
-        owner = e.colocated_with or name
-        placed[name] = replace(e, slots=slots.get(owner, ()))
+    placed = {
+        name: replace(e, slots=slots.get(e.owner, ())) if e.enabled else e
+        for name, e in engines.items()
+    }
     return Plan(placed, n_nodes, n_gpus_per_node)
 
 
@@ -60,10 +56,10 @@ def check_allocation_mode(value: object) -> None:
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         )
     from areal_conf.legacy import migrate_allocation_mode
-    from areal_conf.overrides import format_overrides
+    from areal_conf.overrides import shell_line
 
     try:
-        translation = format_overrides(migrate_allocation_mode(value))
+        translation = shell_line(migrate_allocation_mode(value))
     except AllocationError as err:
         raise AllocationError(
             "allocation_mode is deprecated, and this value cannot be translated: " + err.reason,
@@ -80,122 +76,6 @@ def check_allocation_mode(value: object) -> None:
         hint=f"remove allocation_mode and use these overrides instead: {translation}  "
         f"(or run: python -m areal_conf migrate --yaml '{value}' for the YAML)",
     )
-
-
-def _engine(name: str, cfg: Any) -> EnginePlan:
-    node = cfg.get(name)
-    key = f"{name}.backend"
-    written = "" if node is None else node.get("backend", "")
-    if written is None:
-        written = ""
-    inherited_from = None
-    if written == "":
-        if name in INHERITS_ACTOR:
-            actor = cfg.get("actor")
-            written = "" if actor is None else (actor.get("backend") or "")
-            inherited_from = "actor"
-        elif name in OPTIONAL:
-            return EnginePlan(name, None, "")
-        if written == "":
-            example = "sglang:d2t4" if name == "rollout" else "fsdp:d8"
-            raise AllocationError(
-                f"{key}: {name} needs a backend and none is set",
-                "",
-                None,
-                hint=f"set one, e.g. {key}={example}",
-            )
-    try:
-        alloc = parse_backend(written)
-    except AllocationError as err:
-        where = "actor.backend (inherited by an empty " + key + ")" if inherited_from else key
-        raise err.with_context(where) from None
-    _check_kind(name, key, alloc, written)
-    strategy = (node or {}).get("scheduling_strategy") or {}
-    # SPEC §1's defaults, for configs composed without the areal_schema dataclasses.
-    default_kind, default_target = DEFAULT_SCHEDULING.get(name, ("separation", None))
-    kind = strategy.get("type") or default_kind
-    if kind not in SCHEDULING_TYPES:
-        raise AllocationError(
-            f"{name}.scheduling_strategy.type: unknown scheduling type {kind!r}",
-            kind,
-            None,
-            hint=f"use {' or '.join(SCHEDULING_TYPES)}",
-        )
-    colocated_with = None
-    if kind == "colocation":
-        colocated_with = strategy.get("target") or default_target or ""
-    return EnginePlan(
-        name, alloc, "" if inherited_from else written, inherited_from, colocated_with
-    )
-
-
-def _check_kind(name: str, key: str, alloc: ModelAllocation, written: str) -> None:
-    wants_inference = name == "rollout"
-    if alloc.is_inference == wants_inference:
-        return
-    if wants_inference:
-        hint = f"use {join_or(list(INFERENCE_BACKENDS))}, e.g. {key}=sglang:{alloc.parallel.body()}"
-        what = "an inference backend"
-    else:
-        hint = f"use {join_or(list(TRAINING_BACKENDS))}, e.g. {key}=fsdp:d{alloc.world_size}"
-        what = "a training backend"
-    raise AllocationError(
-        f"{key}: {name} needs {what}, got {alloc.backend}",
-        written,
-        0,
-        length=len(alloc.backend),
-        hint=hint,
-    )
-
-
-def _check_colocation(cfg: Any, engines: dict[str, EnginePlan]) -> None:
-    for name, e in engines.items():
-        target = e.colocated_with
-        if target is None or e.allocation is None:
-            continue
-        key = f"{name}.scheduling_strategy.target"
-        enabled = [n for n, other in engines.items() if other.enabled and n != name]
-        if target not in engines or target == name:
-            reason = (
-                f"{name} cannot be colocated with itself"
-                if target == name
-                else f"{name} is colocated with {target!r}, which is no engine"
-                if target
-                else f"{name} is colocated but names no target"
-            )
-            raise AllocationError(
-                f"{key}: {reason}",
-                target,
-                None,
-                hint=f"set {key} to one of {', '.join(enabled)}, or "
-                f"{name}.scheduling_strategy.type=separation",
-            )
-        other = engines[target]
-        if other.allocation is None:
-            raise AllocationError(
-                f"{key}: {name} is colocated with {target}, which is disabled (no backend)",
-                target,
-                None,
-                hint=f"set {target}.backend, or {name}.scheduling_strategy.type=separation",
-            )
-        if other.colocated_with:
-            raise AllocationError(
-                f"{key}: {name} is colocated with {target}, which is itself colocated with "
-                f"{other.colocated_with}",
-                target,
-                None,
-                hint=f"point {key} at {other.colocated_with}",
-            )
-        if other.gpus != e.gpus:
-            raise AllocationError(
-                f"{name}.backend: {name} is colocated with {target} but needs {e.gpus} GPUs "
-                f"and {target} has {other.gpus}",
-                str(e.allocation),
-                None,
-                hint=f"colocated engines share GPUs, so give {name} a layout of {other.gpus} GPUs "
-                f"(e.g. {name}.backend={e.allocation.backend}:d{other.gpus}) or set "
-                f"{name}.scheduling_strategy.type=separation",
-            )
 
 
 def _check_capacity(engines: dict[str, EnginePlan], n_nodes: int, per_node: int) -> None:
@@ -226,11 +106,13 @@ def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
 
 def _cluster(cluster: Any) -> tuple[int, int]:
     values = []
-    for field_name, default in (("n_nodes", 1), ("n_gpus_per_node", 8)):
-        value = cluster.get(field_name, default)
-        if type(value) is not int or value < 1:
+    # n_gpus_per_node 0 is AReaL's CPU template.
+    for field_name, default, least in (("n_nodes", 1, 1), ("n_gpus_per_node", 8, 0)):
+        value = read_value(cluster, field_name, f"cluster.{field_name}", default)
+        if type(value) is not int or value < least:
+            what = "a positive whole number" if least else "a whole number, 0 for a CPU run"
             raise AllocationError(
-                f"cluster.{field_name}: must be a positive whole number, got {value!r}",
+                f"cluster.{field_name}: must be {what}, got {value!r}",
                 value,
                 None,
                 hint=f"e.g. cluster.{field_name}={default}",

@@ -101,16 +101,51 @@ def test_colocated_engines_get_no_letter_of_their_own() -> None:
         "sglang:d2t4",
         "fsdp:d8",
         n_nodes=3,
-        teacher={
-            "backend": "fsdp:d8",
+        # An extra engine may share a role's GPUs (same replicas: 2 instances of 4 GPUs).
+        judge_engine={
+            "backend": "vllm:d2t4",
             "scheduling_strategy": {"type": "colocation", "target": "rollout"},
         },
     )
     assert engine_letters(plan) == {"rollout": "R", "actor": "A"}
     text = render_gpu_map(plan)
-    assert "R = rollout  sglang:d2t4  8 GPUs on node 0, shared with teacher (colocated)" in text
+    assert (
+        "R = rollout  sglang:d2t4  8 GPUs on node 0, shared with judge_engine (colocated)" in text
+    )
     assert "A = actor    fsdp:d8      8 GPUs on node 1, shared with critic, ref (colocated)" in text
     assert "node 2  . . . . . . . ." in text
+
+
+def test_a_chain_shares_the_gpus_of_its_end() -> None:
+    plan = plan_of(
+        "sglang:d8",
+        "fsdp:d8",
+        ref={"backend": "", "scheduling_strategy": {"type": "colocation", "target": "critic"}},
+    )
+    assert plan.engines["ref"].owner == "actor"
+    assert plan.engines["ref"].slots == plan.engines["actor"].slots
+    assert "A = actor    fsdp:d8    8 GPUs on node 1, shared with critic, ref (colocated)" in (
+        render_gpu_map(plan)
+    )
+
+
+def test_engines_not_built_are_listed_with_the_reason() -> None:
+    cfg: dict[str, Any] = {
+        "actor": {"backend": "fsdp:d8", "kl_ctl": 0},
+        "ref": {"backend": "", "scheduling_strategy": COLOCATED},
+        "cluster": {"n_nodes": 1},
+    }
+    plan = validate(cfg)
+    text = render_gpu_map(plan)
+    assert "E =" not in text
+    assert text.endswith(
+        "ref: not built (actor.kl_ctl is 0: AReaL builds the ref model only when actor.kl_ctl > 0)"
+    )
+
+
+def test_cpu_run_has_no_map() -> None:
+    plan = plan_of("vllm:d1", "fsdp:d1", per_node=0)
+    assert render_gpu_map(plan) == "(CPU run: no GPUs to map)"
 
 
 def test_separate_engines_all_get_letters() -> None:

@@ -33,7 +33,7 @@ def test_default_config_plan(cfg_of) -> None:  # type: ignore[no-untyped-def]
     assert plan.gpus_by_engine() == {"rollout": 8, "actor": 8, "critic": 8, "ref": 8}
     assert plan.engines["critic"].inherited_from == "actor"
     assert plan.engines["critic"].colocated_with == "actor"
-    assert not plan.engines["teacher"].enabled
+    assert "teacher" not in plan.engines  # absent unless the config gives it
     assert plan.engines["critic"].slots == plan.engines["actor"].slots
 
 
@@ -54,8 +54,16 @@ def test_allocation_nodes_resolve(cfg_of) -> None:  # type: ignore[no-untyped-de
     }
     assert cfg.critic.allocation.spec == "megatron:d2p2t4e4"  # inherited from actor
     assert cfg.ref.allocation.world_size == 16
-    assert cfg.teacher.allocation is None
     assert cfg.rollout.allocation.dp == 2
+
+
+def test_allocation_node_is_null_for_engines_not_built(cfg_of) -> None:  # type: ignore[no-untyped-def]
+    cfg = cfg_of(
+        "+teacher.backend=", "+teacher.allocation=${areal.allocation:}", "+actor.kl_ctl=0.0"
+    )
+    OmegaConf.resolve(cfg)
+    assert cfg.teacher.allocation is None  # an empty teacher backend: disabled
+    assert cfg.ref.allocation is None  # actor.kl_ctl <= 0: no ref model
 
 
 def test_world_size_resolver_in_any_value() -> None:
@@ -89,8 +97,8 @@ def test_resolvers_register_idempotently() -> None:
         ),
         (
             ["critic.backend=fsdp:d4"],
-            "critic is colocated with actor but needs 4 GPUs and actor has 8",
-            "critic.scheduling_strategy.type=separation",
+            "critic.backend: critic -> actor: critic runs 4 ranks (fsdp:d4) and actor 8 ranks",
+            "critic.backend=fsdp:d8",
         ),
         (
             ["rollout.backend=sglang:d4t4"],
@@ -115,16 +123,24 @@ def test_resolvers_register_idempotently() -> None:
             "megatron:d4p2",
         ),
         (
-            ["ref.scheduling_strategy.target=teacher"],
-            "ref is colocated with teacher, which is disabled",
-            "teacher.backend",
+            ["ref.scheduling_strategy.target=teacher", "+teacher.backend="],
+            "ref -> teacher: teacher is not built (disabled: teacher.backend is empty)",
+            "ref.scheduling_strategy.target=actor",
         ),
-        (["ref.scheduling_strategy.target=policy"], "'policy', which is no engine", "actor"),
-        (["ref.scheduling_strategy.target=ref"], "cannot be colocated with itself", "separation"),
         (
-            ["ref.scheduling_strategy.target=critic"],
-            "which is itself colocated with actor",
-            "actor",
+            ["ref.scheduling_strategy.target=teacher"],
+            "ref -> teacher: the config has no teacher section",
+            "ref.scheduling_strategy.target=actor",
+        ),
+        (
+            ["ref.scheduling_strategy.target=actr"],
+            "ref -> actr: 'actr' is not an engine of this config",
+            "ref.scheduling_strategy.target=actor (did you mean actor?)",
+        ),
+        (
+            ["ref.scheduling_strategy.target=ref"],
+            "ref -> ref: ref cannot be colocated with itself",
+            "ref.scheduling_strategy.type=separation",
         ),
         (["ref.scheduling_strategy.type=shared"], "unknown scheduling type 'shared'", "colocation"),
         (["cluster.n_nodes=0"], "cluster.n_nodes: must be a positive whole number", "n_nodes=1"),
@@ -170,13 +186,15 @@ def test_validate_accepts_plain_mappings() -> None:
         {
             "rollout": {"backend": "sglang:d2t4"},
             "actor": {"backend": "fsdp:d8"},
-            "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+            "critic": {"backend": ""},
+            "cluster": {"n_nodes": 3, "n_gpus_per_node": 8},
         }
     )
-    # SPEC §1's defaults apply without the schema: critic and ref share the actor's GPUs
-    assert plan.used_gpus == 16
-    assert plan.engines["critic"].colocated_with == "actor"
-    assert plan.engines["ref"].colocated_with == "actor"
+    # Every engine is on its own GPUs unless told otherwise, as in AReaL; no ref section,
+    # no ref.
+    assert plan.used_gpus == 24
+    assert plan.engines["critic"].colocated_with is None
+    assert list(plan.engines) == ["rollout", "actor", "critic"]
 
 
 # -- train.py as a user runs it ---------------------------------------------------------
@@ -224,7 +242,7 @@ def test_train_overrides(tmp_path: Path) -> None:
             "allocation_mode=sglang:d4t2+fsdp:d8",
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         ),
-        ("critic.backend=fsdp:d4", "needs 4 GPUs and actor has 8"),
+        ("critic.backend=fsdp:d4", "critic runs 4 ranks (fsdp:d4) and actor 8 ranks"),
         ("rollout.backend=sglang:d4t4", "need 24 GPUs"),
     ],
 )
@@ -253,7 +271,7 @@ def test_train_cfg_job_resolve_shows_allocations(tmp_path: Path) -> None:
     shown = OmegaConf.create(result.stdout)
     for engine in ("rollout", "actor", "critic", "ref"):
         assert shown[engine]["allocation"]["world_size"] == 8
-    assert shown.teacher.allocation is None
+    assert "teacher" not in shown
 
 
 def test_train_multirun_runs_two_jobs(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import random
 import shlex
 import shutil
@@ -13,7 +14,7 @@ import pytest
 
 from areal_conf.errors import AllocationError
 from areal_conf.legacy import migrate_allocation_mode, migration_yaml
-from areal_conf.overrides import format_overrides
+from areal_conf.overrides import format_overrides, shell_line
 from areal_conf.parser import parse_backend
 
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
@@ -45,7 +46,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ),
     (
         "vllm:d2t4+megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
-        ["rollout.backend=vllm:d2t4", f"actor.backend={HYBRID}"],
+        ["rollout.backend=vllm:d2t4", f"actor.backend='{HYBRID}'"],
     ),
     # Auto-backend rule for bare training dims: megatron when p > 1 or e > 1.
     ("sglang.d2t2+d2p2t1", ["rollout.backend=sglang:d2t2", "actor.backend=megatron:d2p2"]),
@@ -53,16 +54,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("d4c2t1", ["actor.backend=fsdp:d4c2"]),
     ("d1p1t1", ["actor.backend=fsdp:d1"]),
     # Bare hybrid, with and without parentheses: megatron.
-    ("(attn:d4p2t2c2|ffn:d2p2t4e2)", [f"actor.backend={HYBRID}"]),
+    ("(attn:d4p2t2c2|ffn:d2p2t4e2)", [f"actor.backend='{HYBRID}'"]),
     ("sglang:d4+attn:d4p2|ffn:e4", ["rollout.backend=sglang:d4", "actor.backend=megatron:d4p2e4"]),
     # Hybrid without parentheses after a backend: the '|' is not colocation.
     (
         "sglang:d4+megatron:attn:d4p2t2c2|ffn:d2p2t4e2",
-        ["rollout.backend=sglang:d4", f"actor.backend={HYBRID}"],
+        ["rollout.backend=sglang:d4", f"actor.backend='{HYBRID}'"],
     ),
     (
         "sglang:d4+archon:(attn:d2t2|ffn:t2e2)",
-        ["rollout.backend=sglang:d4", "actor.backend=archon:(attn:d2t2|ffn:t2e2)"],
+        ["rollout.backend=sglang:d4", "actor.backend='archon:(attn:d2t2|ffn:t2e2)'"],
     ),
     # Named components, with the auto-backend too.
     ("[actor]:d2p2", ["actor.backend=megatron:d2p2"]),
@@ -71,25 +72,24 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("vllm:d2t4", ["rollout.backend=vllm:d2t4"]),
     ("sglang:d4t2+eval", ["rollout.backend=sglang:d4t2"]),
     ("sglang.d4+cpu", ["rollout.backend=sglang:d4"]),
-    # AReaL's old "inference|training" colocation.
+    # AReaL's old "inference|training" colocation. AReaL creates the actor before the
+    # rollout engine and a target must exist: the group shares the actor's GPUs.
     (
         "vllm:d2t4|megatron:d2t2p2",
         [
             "rollout.backend=vllm:d2t4",
+            "rollout.scheduling_strategy.type=colocation",
+            "rollout.scheduling_strategy.target=actor",
             "actor.backend=megatron:d2p2t2",
-            "actor.scheduling_strategy.type=colocation",
-            "actor.scheduling_strategy.target=rollout",
         ],
     ),
-    # critic and ref default to colocation with the actor (SPEC §1): separated ones
-    # must say so.
+    # Every engine is on its own GPUs unless told otherwise: nothing to add for '+'.
     (
         "sglang:d2+fsdp:d4+fsdp[critic]:d4",
         [
             "rollout.backend=sglang:d2",
             "actor.backend=fsdp:d4",
             "critic.backend=fsdp:d4",
-            "critic.scheduling_strategy.type=separation",
         ],
     ),
     (
@@ -97,10 +97,9 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         [
             "rollout.backend=sglang:d2",
             "ref.backend=fsdp:d4",
-            "ref.scheduling_strategy.type=separation",
+            "ref.scheduling_strategy.type=colocation",
+            "ref.scheduling_strategy.target=actor",
             "actor.backend=fsdp:d4",
-            "actor.scheduling_strategy.type=colocation",
-            "actor.scheduling_strategy.target=ref",
             "teacher.backend=megatron:d2p2",
         ],
     ),
@@ -133,12 +132,39 @@ def test_migrate(legacy: str, expected: list[str]) -> None:
     assert migrate_allocation_mode(legacy) == expected
 
 
+def _parse_one(override: str) -> tuple[str, str]:
+    """Key and value as Hydra's override parser reads ``override``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(override)
+    value = parsed.value()
+    assert isinstance(value, str), (override, value)
+    return parsed.key_or_group, value
+
+
 @pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
-def test_migrated_values_are_canonical(legacy: str, expected: list[str]) -> None:
+def test_migrated_overrides_parse_in_hydra_as_canonical_values(
+    legacy: str, expected: list[str]
+) -> None:
     for override in migrate_allocation_mode(legacy):
-        key, value = override.split("=", 1)
+        key, value = _parse_one(override)
+        assert override.startswith(key + "=")
         if key.endswith(".backend"):
             assert str(parse_backend(value)) == value
+
+
+def test_migrated_hybrid_composes_as_is() -> None:
+    """The issue's example: Hydra's compose API takes the hybrid translation as it is."""
+    from hydra import compose, initialize_config_dir
+
+    import areal_conf.config  # noqa: F401
+
+    conf = pathlib.Path(__file__).resolve().parents[1] / "conf"
+    overrides = migrate_allocation_mode("sglang:d4p2t2+megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)")
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        cfg = compose("config", overrides=overrides)
+    assert cfg.actor.backend == "megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)"
+    assert cfg.rollout.backend == "sglang:d4p2t2"
 
 
 ERRORS: list[tuple[object, int | None, str]] = [
@@ -256,10 +282,13 @@ def _round_trip(overrides: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("legacy", "expected"), MIGRATIONS)
-def test_format_overrides_round_trips_through_shell_and_hydra(
+def test_shell_line_of_a_migration_round_trips_through_shell_and_hydra(
     legacy: str, expected: list[str]
 ) -> None:
-    _round_trip(migrate_allocation_mode(legacy))
+    overrides = migrate_allocation_mode(legacy)
+    tokens = shlex.split(shell_line(overrides))
+    assert tokens == overrides
+    assert _hydra_parse(tokens) == [_parse_one(o) for o in overrides]
 
 
 FORMATTED: list[tuple[list[str], str]] = [
@@ -367,7 +396,7 @@ def test_format_overrides_rejects(overrides: Any, fragment: str) -> None:
 def _nested(overrides: list[str]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for override in overrides:
-        key, value = override.split("=", 1)
+        key, value = _parse_one(override)
         node = tree
         *parents, leaf = key.split(".")
         for part in parents:

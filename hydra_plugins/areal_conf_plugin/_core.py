@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Top-level keys that make a job config an AReaL config; a config without any of them
-#: (another application's sweep through this launcher) is not validated.
-AREAL_KEYS = ("rollout", "actor", "critic", "ref", "teacher", "allocation_mode")
-
 #: At most this many composed configs are kept for the inner launcher; later jobs of a
 #: bigger batch are composed again by it, so memory stays bounded.
 CACHE_LIMIT = 1024
@@ -138,13 +134,12 @@ def _validate(job_cfg: DictConfig) -> Plan:
 
 
 def is_areal_config(cfg: Any) -> bool:
-    """True when ``cfg`` has one of the engine keys or ``allocation_mode`` at top level
-    (also when its value is missing, ``???``: validate reports that)."""
-    try:
-        keys = set(cfg.keys())
-    except (AttributeError, TypeError):
-        return False
-    return any(key in keys for key in AREAL_KEYS)
+    """True when ``cfg`` has an engine (a role section, or any top-level section with a
+    ``backend``) or ``allocation_mode``; another application's sweep through this
+    launcher is not validated."""
+    from areal_conf.engines import has_engines
+
+    return has_engines(cfg)
 
 
 def failure_message(failures: Sequence[tuple[int, Sequence[str], str]], total: int) -> str:

@@ -78,7 +78,7 @@ def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> lis
     assert sweeper.hydra_context is not None
     loader = sweeper.hydra_context.config_loader
     try:
-        engine = check_engine(sweeper.engine)
+        engine = check_engine(sweeper.engine, sweeper.config)
     except AllocationError as err:
         raise _compact(err.with_context("hydra.sweeper.engine")) from None
     key = f"{engine}.backend"

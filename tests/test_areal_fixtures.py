@@ -1,0 +1,229 @@
+"""Every real AReaL config of the shared fixtures, plain and with ``areal_schema`` first.
+
+For each file the expected verdict, the engines AReaL builds (GPUs each), the engines
+that are not built, the GPU owner of each colocated engine and the GPUs used are
+written down here, derived by hand from the rules (not read back from the code):
+
+- an engine is a role section that is present, or any top-level section with a backend;
+- ref is not built when ``actor.kl_ctl`` is set and <= 0;
+- every engine is on its own GPUs unless its scheduling_strategy says colocation;
+- ``cluster.n_gpus_per_node: 0`` is a CPU run: nothing to place, 0 GPUs used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
+from areal_conf import AllocationError
+from areal_conf.engines import ROLE_NAMES
+from areal_conf.explain import explain_config
+from areal_conf.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path("/work/shared/fixtures/areal")
+
+pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="AReaL fixtures not available")
+
+
+class Valid(NamedTuple):
+    gpus: dict[str, int]  # built engines -> GPUs (world size), in plan order
+    not_built: dict[str, str]  # engine -> a part of the reason
+    owners: dict[str, str]  # colocated engine -> the engine that owns its GPUs
+    used: int
+    available: int
+
+
+class Rejected(NamedTuple):
+    key: str  # the config key the message starts with
+    reason: str  # a part of the first line
+    hint: str  # a part of the hint
+
+
+KL = "actor.kl_ctl is 0.0"
+
+EXPECTED: dict[str, Valid | Rejected] = {
+    # GRPO: no critic section, kl_ctl 0.0 (no ref); sglang:d4 + fsdp:d4 on 8 GPUs.
+    "gsm8k_grpo": Valid({"rollout": 4, "actor": 4}, {"ref": KL}, {}, 8, 8),
+    # AReaL's CPU template: processes only.
+    "gsm8k_grpo_cpu": Valid({"rollout": 1, "actor": 1}, {"ref": KL}, {}, 0, 0),
+    # A teacher fsdp:d1p1t4 (4 GPUs) on its own GPUs, 2 of 8 idle.
+    "gsm8k_grpo_distill": Valid({"rollout": 1, "actor": 1, "teacher": 4}, {"ref": KL}, {}, 6, 8),
+    # vllm:d1p1t2 (2 GPUs) + megatron (attn:d1p6t1c1|ffn:d1p6t1e1) = pp 6 (6 GPUs).
+    "gsm8k_grpo_megatron_lora_moe": Valid({"rollout": 2, "actor": 6}, {"ref": KL}, {}, 8, 8),
+    # PPO: the critic (= actor.backend) colocated with the actor, ref not built.
+    "gsm8k_ppo": Valid(
+        {"rollout": 4, "actor": 4, "critic": 4}, {"ref": KL}, {"critic": "actor"}, 8, 8
+    ),
+    # The deprecated allocation_mode, rejected with its translation.
+    "gsm8k_rlvr_scaffolding": Rejected(
+        "allocation_mode",
+        "allocation_mode is deprecated",
+        "rollout.backend=sglang:d1 actor.backend=fsdp:d1",
+    ),
+    # SFT: training only.
+    "gsm8k_sft": Valid({"actor": 8}, {}, {}, 8, 8),
+    # DPO: no kl_ctl, so the ref (= actor.backend) is built, on the actor's GPUs.
+    "hhrlhf_dpo": Valid({"actor": 8, "ref": 8}, {}, {"ref": "actor"}, 8, 8),
+    # Inference only.
+    "tau2_rollout": Valid({"rollout": 2}, {}, {}, 2, 2),
+    # judge_engine (sglang:d1) is a ninth GPU on an 8-GPU cluster.
+    "tongyi_deepresearch": Rejected(
+        "cluster",
+        "the engines need 9 GPUs (rollout 4 + actor 4 + judge_engine 1) but the cluster has 8",
+        "cluster.n_nodes=2",
+    ),
+}
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    assert sorted(p.stem for p in FIXTURES.glob("*.yaml")) == sorted(EXPECTED)
+
+
+def with_schema(name: str, tmp_path: Path) -> Path:
+    """A copy of the fixture with ``defaults: [areal_schema, _self_]`` first."""
+    text = (FIXTURES / f"{name}.yaml").read_text()
+    (tmp_path / f"{name}.yaml").write_text("defaults:\n  - areal_schema\n  - _self_\n\n" + text)
+    return tmp_path
+
+
+def compose_fixture(config_dir: Path, name: str, overrides: list[str] | None = None) -> Any:
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name=name, overrides=overrides or [])
+
+
+def check(plan_or_error: Any, expected: Valid | Rejected) -> None:
+    if isinstance(expected, Rejected):
+        assert isinstance(plan_or_error, AllocationError), plan_or_error
+        assert plan_or_error.reason.startswith(f"{expected.key}: ") or (
+            expected.key == "allocation_mode" and "allocation_mode" in plan_or_error.reason
+        )
+        assert expected.reason in plan_or_error.reason
+        assert expected.hint in plan_or_error.hint
+        return
+    assert not isinstance(plan_or_error, Exception), plan_or_error
+    plan = plan_or_error
+    assert plan.gpus_by_engine() == expected.gpus
+    assert list(plan.gpus_by_engine()) == list(expected.gpus)
+    assert set(plan.not_built()) == set(expected.not_built)
+    for name, part in expected.not_built.items():
+        assert part in plan.not_built()[name]
+    owners = {n: e.owner for n, e in plan.engines.items() if e.enabled and e.colocated_with}
+    assert owners == expected.owners
+    assert (plan.used_gpus, plan.available_gpus) == (expected.used, expected.available)
+    for name in expected.owners:
+        assert plan.engines[name].slots == plan.engines[expected.owners[name]].slots
+
+
+def outcome(cfg: Any) -> Any:
+    try:
+        return validate(cfg)
+    except AllocationError as err:
+        return err
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_plain(name: str) -> None:
+    check(outcome(compose_fixture(FIXTURES, name)), EXPECTED[name])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_with_schema_first(name: str, tmp_path: Path) -> None:
+    cfg = compose_fixture(with_schema(name, tmp_path), name)
+    # The schema adds its own keys and lets AReaL's pass through.
+    assert cfg.experiment_name
+    assert "cluster" in cfg and "fileroot" in cfg.cluster
+    plain = compose_fixture(FIXTURES, name)
+    assert [k for k in ROLE_NAMES if k in cfg] == [k for k in ROLE_NAMES if k in plain]
+    check(outcome(cfg), EXPECTED[name])
+
+
+def test_schema_does_not_add_engines(tmp_path: Path) -> None:
+    cfg = compose_fixture(with_schema("gsm8k_sft", tmp_path), "gsm8k_sft")
+    assert [k for k in ("rollout", "actor", "critic", "ref", "teacher") if k in cfg] == ["actor"]
+    cfg = compose_fixture(with_schema("tau2_rollout", tmp_path), "tau2_rollout")
+    assert "actor" not in cfg and "rollout" in cfg
+
+
+def test_schema_keeps_its_own_types(tmp_path: Path) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose_fixture(with_schema("gsm8k_grpo", tmp_path), "gsm8k_grpo", ["cluster.n_nodes=two"])
+    text = (FIXTURES / "gsm8k_grpo.yaml").read_text().replace("n_nodes: 1", "n_nodes: one")
+    (tmp_path / "bad.yaml").write_text("defaults:\n  - areal_schema\n  - _self_\n" + text)
+    with pytest.raises(ConfigCompositionException):
+        compose_fixture(tmp_path, "bad")
+
+
+def test_extra_engine_is_planned_by_name() -> None:
+    cfg = compose_fixture(FIXTURES, "tongyi_deepresearch", ["cluster.n_nodes=2"])
+    plan = validate(cfg)
+    assert plan.gpus_by_engine() == {"rollout": 4, "actor": 4, "judge_engine": 1}
+    assert plan.engines["judge_engine"].kind == "inference"
+    assert plan.used_gpus == 9
+    text = explain_config(FIXTURES / "tongyi_deepresearch.yaml", ["cluster.n_nodes=2"])
+    assert "judge_engine" in text and "ref: not built (actor.kl_ctl is 0.0" in text
+
+
+def run_train(config_dir: Path, name: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--config-dir",
+            str(config_dir),
+            "--config-name",
+            name,
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("schema", [False, True], ids=["plain", "schema"])
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if isinstance(e, Rejected)))
+def test_train_rejects_with_the_key_and_no_traceback(
+    name: str, schema: bool, tmp_path: Path
+) -> None:
+    expected = EXPECTED[name]
+    assert isinstance(expected, Rejected)
+    config_dir = with_schema(name, tmp_path) if schema else FIXTURES
+    result = run_train(config_dir, name, tmp_path)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr + result.stdout
+    assert expected.reason in result.stderr
+    assert f"\n{expected.key}" in result.stderr or f"{expected.key}:" in result.stderr
+    assert not (tmp_path / "run" / "allocation_plan.json").exists()
+
+
+@pytest.mark.parametrize("schema", [False, True], ids=["plain", "schema"])
+def test_train_writes_not_built_entries(schema: bool, tmp_path: Path) -> None:
+    config_dir = with_schema("gsm8k_grpo", tmp_path) if schema else FIXTURES
+    result = run_train(config_dir, "gsm8k_grpo", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "ref: not built (actor.kl_ctl is 0.0" in result.stdout
+    plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
+    assert list(plan["engines"]) == ["rollout", "actor", "ref"]
+    assert plan["engines"]["ref"]["built"] is False
+    assert "kl_ctl" in plan["engines"]["ref"]["reason"]
+    assert plan["gpus"] == {"available": 8, "used": 8, "idle": 0}
+
+
+def test_train_cpu_run(tmp_path: Path) -> None:
+    result = run_train(FIXTURES, "gsm8k_grpo_cpu", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "CPU run (cluster.n_gpus_per_node: 0)" in result.stdout
+    plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
+    assert plan["cpu_run"] is True
+    assert plan["engines"]["actor"]["slots"] == []

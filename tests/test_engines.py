@@ -1,0 +1,463 @@
+"""The engine model: discovery, the role table, scheduling chains, replicas, CPU runs."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from areal_conf import AllocationError
+from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
+from areal_conf.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def colo(target: str, fork: bool = True) -> dict[str, Any]:
+    return {"type": "colocation", "target": target, "fork": fork}
+
+
+def base(**changes: Any) -> dict[str, Any]:
+    """rollout sglang:d8 and actor fsdp:d8 on 2 × 8 GPUs, plus ``changes`` (None drops)."""
+    cfg: dict[str, Any] = {
+        "rollout": {"backend": "sglang:d8"},
+        "actor": {"backend": "fsdp:d8"},
+        "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+    }
+    for key, value in changes.items():
+        if value is None:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = value
+    return cfg
+
+
+# ------------------------------------------------------------------- the role table
+
+
+def test_creation_order_and_display_order() -> None:
+    assert ROLE_NAMES == ("actor", "critic", "ref", "teacher", "rollout")
+    assert display_order(["judge", *ROLE_NAMES]) == [
+        "rollout",
+        "actor",
+        "critic",
+        "ref",
+        "teacher",
+        "judge",
+    ]
+    assert {r.name: r.kind for r in ROLE.values()}["rollout"] == "inference"
+
+
+def test_discovery_reads_sections_with_a_backend_only() -> None:
+    cfg = base(
+        judge_engine={"backend": "sglang:d1"},
+        sglang={"model_path": "x", "attention_backend": "fa3"},  # no `backend` key
+        tokenizer_path="${actor.path}",  # never read
+        critic=None,
+    )
+    cfg["critic"] = None  # null: no engine
+    assert engine_names(cfg) == ["rollout", "actor", "judge_engine"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "gpus", "not_built"),
+    [
+        # training only and inference only are valid
+        (base(rollout=None), {"actor": 8}, {}),
+        (base(actor=None), {"rollout": 8}, {}),
+        # critic/ref with an empty backend use the actor's
+        (
+            base(critic={"backend": ""}, cluster={"n_nodes": 3}),
+            {"rollout": 8, "actor": 8, "critic": 8},
+            {},
+        ),
+        # kl_ctl <= 0: no ref; kl_ctl > 0 or absent: a ref
+        (
+            base(actor={"backend": "fsdp:d8", "kl_ctl": 0}, ref={"backend": ""}),
+            {"rollout": 8, "actor": 8},
+            {"ref": "actor.kl_ctl is 0"},
+        ),
+        (
+            base(actor={"backend": "fsdp:d4", "kl_ctl": 0.1}, ref={"backend": ""}),
+            {"rollout": 8, "actor": 4, "ref": 4},
+            {},
+        ),
+        # an empty teacher backend: disabled
+        (base(teacher={"backend": ""}), {"rollout": 8, "actor": 8}, {"teacher": "disabled"}),
+        # an extra engine's kind follows from its backend
+        (
+            base(rollout=None, reward_model={"backend": "fsdp:d8"}),
+            {"actor": 8, "reward_model": 8},
+            {},
+        ),
+    ],
+)
+def test_engines_built(
+    cfg: dict[str, Any], gpus: dict[str, int], not_built: dict[str, str]
+) -> None:
+    plan = validate(cfg)
+    assert plan.gpus_by_engine() == gpus
+    assert set(plan.not_built()) == set(not_built)
+    for name, part in not_built.items():
+        assert part in plan.not_built()[name]
+
+
+def test_a_not_built_ref_is_not_parsed() -> None:
+    cfg = base(actor={"backend": "fsdp:d8", "kl_ctl": -1.0}, ref={"backend": "fsdp:d0"})
+    assert validate(cfg).not_built() == {
+        "ref": "actor.kl_ctl is -1.0: AReaL builds the ref model only when actor.kl_ctl > 0"
+    }
+
+
+def test_cpu_run_places_nothing() -> None:
+    plan = validate(base(cluster={"n_nodes": 1, "n_gpus_per_node": 0}))
+    assert plan.cpu_run and plan.used_gpus == 0 and plan.available_gpus == 0
+    assert all(e.slots == () for e in plan.engines.values())
+    assert plan.to_dict()["cpu_run"] is True
+    assert "CPU run (cluster.n_gpus_per_node: 0): 16 engine processes" in plan.table()
+
+
+def test_chain_resolves_to_the_gpu_owner() -> None:
+    cfg = base(critic={"backend": "", "scheduling_strategy": colo("actor")})
+    cfg["ref"] = {"backend": "", "scheduling_strategy": colo("critic")}
+    cfg["judge"] = {"backend": "vllm:d8", "scheduling_strategy": colo("rollout", fork=False)}
+    plan = validate(cfg)
+    assert plan.engines["ref"].owner == "actor"
+    assert plan.engines["ref"].slots == plan.engines["actor"].slots
+    assert plan.engines["judge"].slots == plan.engines["rollout"].slots
+    assert plan.used_gpus == 16
+    assert "colocated with critic (GPUs of actor)" in plan.table()
+    assert "colocated with rollout, no fork" in plan.table()
+    assert plan.to_dict()["engines"]["ref"]["gpu_owner"] == "actor"
+    assert plan.to_dict()["engines"]["judge"]["fork"] is False
+
+
+# ------------------------------------------------------------------------- errors
+
+OVERRIDE = re.compile(r"([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)=([^\s,()]+)")
+
+
+def apply_hint(cfg: dict[str, Any], hint: str) -> dict[str, Any]:
+    """The config with the first alternative of the hint (its key=value items) applied."""
+    fixed = copy.deepcopy(cfg)
+    first = hint.split(" or ")[0]
+    found = OVERRIDE.findall(first)
+    assert found, hint
+    for key, value in found:
+        *parents, leaf = key.split(".")
+        node = fixed
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return fixed
+
+
+ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
+    # (id, config, key and start of the reason, part of the hint, the hint validates)
+    (
+        "no engine",
+        {"cluster": {"n_nodes": 1}, "sglang": {"model_path": "x"}},
+        "the config has no engine",
+        "+actor.backend=fsdp:d8",
+        False,
+    ),
+    (
+        "role before rollout",
+        base(actor={"backend": "fsdp:d8", "scheduling_strategy": colo("rollout")}),
+        "actor.scheduling_strategy.target: actor -> rollout: rollout is created after actor",
+        "colocate rollout with actor instead",
+        True,
+    ),
+    (
+        "role onto an extra",
+        base(
+            judge={"backend": "fsdp:d8"},
+            critic={"backend": "", "scheduling_strategy": colo("judge")},
+            cluster={"n_nodes": 3},
+        ),
+        "critic.scheduling_strategy.target: critic -> judge: a role cannot be colocated with "
+        "the extra engine judge",
+        "judge.scheduling_strategy.target=critic",
+        True,
+    ),
+    (
+        "absent",
+        base(critic={"backend": "", "scheduling_strategy": colo("ref")}),
+        "critic.scheduling_strategy.target: critic -> ref: the config has no ref section",
+        "critic.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "not built",
+        base(
+            actor={"backend": "fsdp:d8", "kl_ctl": 0.0},
+            ref={"backend": ""},
+            critic={"backend": "", "scheduling_strategy": colo("ref")},
+        ),
+        "critic.scheduling_strategy.target: critic -> ref: ref is not built (actor.kl_ctl is 0.0",
+        "critic.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "absent, only a matching target is suggested",
+        base(
+            actor={"backend": "fsdp:d4"},
+            critic={"backend": "fsdp:d8"},
+            ref={"backend": "fsdp:d8", "scheduling_strategy": colo("teacher")},
+            cluster={"n_nodes": 3},
+        ),
+        "ref.scheduling_strategy.target: ref -> teacher: the config has no teacher section",
+        "ref.scheduling_strategy.target=critic",
+        True,
+    ),
+    (
+        "disabled",
+        base(
+            teacher={"backend": ""},
+            rollout={"backend": "sglang:d8", "scheduling_strategy": colo("teacher")},
+        ),
+        "rollout.scheduling_strategy.target: rollout -> teacher: teacher is not built "
+        "(disabled: teacher.backend is empty)",
+        "rollout.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "self",
+        base(critic={"backend": "", "scheduling_strategy": colo("critic")}),
+        "critic.scheduling_strategy.target: critic -> critic: critic cannot be colocated with "
+        "itself",
+        "critic.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "no target",
+        base(critic={"backend": "", "scheduling_strategy": {"type": "colocation"}}),
+        "critic.scheduling_strategy.target: critic: critic is colocated but names no target",
+        "critic.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "cycle",
+        base(
+            actor={"backend": "fsdp:d8", "scheduling_strategy": colo("critic")},
+            critic={"backend": "", "scheduling_strategy": colo("actor")},
+        ),
+        "actor.scheduling_strategy.target: actor -> critic -> actor: the colocation targets "
+        "form a cycle",
+        "actor.scheduling_strategy.type=separation",
+        True,
+    ),
+    (
+        "chain through an engine that does not fork",
+        base(
+            critic={"backend": "", "scheduling_strategy": colo("actor", fork=False)},
+            ref={"backend": "", "scheduling_strategy": colo("critic")},
+        ),
+        "ref.scheduling_strategy.target: ref -> critic: the chain passes through critic, which "
+        "does not fork",
+        "ref.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
+        "replicas: inference onto training",
+        base(rollout={"backend": "sglang:d4t2", "scheduling_strategy": colo("actor")}),
+        "rollout.backend: rollout -> actor: rollout runs 4 server instances (sglang:d4t2) and "
+        "actor 8 ranks (fsdp:d8)",
+        "rollout.backend=sglang:d8",
+        True,
+    ),
+    (
+        "replicas: training onto inference with multi-GPU instances",
+        base(
+            rollout={"backend": "sglang:d2t4"},
+            judge={"backend": "fsdp:d8", "scheduling_strategy": colo("rollout")},
+        ),
+        "judge.backend: judge -> rollout: judge runs 8 ranks (fsdp:d8) and rollout 2 server "
+        "instances",
+        "rollout.backend=sglang:d8 judge.backend=fsdp:d8",
+        True,
+    ),
+    (
+        "GPU count with equal replicas",
+        base(rollout={"backend": "sglang:d8t2", "scheduling_strategy": colo("actor")}),
+        "rollout.backend: rollout -> actor: rollout needs 16 GPUs (sglang:d8t2) and actor has 8",
+        "rollout.backend=sglang:d8",
+        True,
+    ),
+    (
+        "replicas: training onto training",
+        base(critic={"backend": "fsdp:d4", "scheduling_strategy": colo("actor")}),
+        "critic.backend: critic -> actor: critic runs 4 ranks (fsdp:d4) and actor 8 ranks",
+        "critic.backend=fsdp:d8",
+        True,
+    ),
+    (
+        "empty inherit without actor",
+        base(actor=None, critic={"backend": ""}),
+        "critic.backend: an empty critic backend means actor.backend, and there is no actor",
+        "critic.backend=fsdp:d8",
+        True,
+    ),
+    (
+        "nothing built",
+        {"teacher": {"backend": ""}, "cluster": {"n_nodes": 1}},
+        "teacher: the config builds no engine (teacher: disabled: teacher.backend is empty)",
+        "teacher.backend=fsdp:d8",
+        True,
+    ),
+    (
+        "extra engine without backend",
+        base(judge={"backend": ""}),
+        "judge.backend: judge needs a backend and none is set",
+        "remove the judge section",
+        False,
+    ),
+    (
+        "fork not a bool",
+        base(critic={"backend": "", "scheduling_strategy": {"fork": "maybe"}}),
+        "critic.scheduling_strategy.fork: must be true or false",
+        "fork=true",
+        False,
+    ),
+    (
+        "kl_ctl not a number",
+        base(actor={"backend": "fsdp:d8", "kl_ctl": "zero"}, ref={"backend": ""}),
+        "actor.kl_ctl: must be a number",
+        "actor.kl_ctl=0.0",
+        False,
+    ),
+    (
+        "negative GPUs per node",
+        base(cluster={"n_nodes": 1, "n_gpus_per_node": -1}),
+        "cluster.n_gpus_per_node: must be a whole number, 0 for a CPU run",
+        "cluster.n_gpus_per_node=8",
+        False,
+    ),
+    (
+        "role section not a section",
+        base(critic="fsdp:d8"),
+        "critic: the critic engine must be a section",
+        "critic.backend=fsdp:d8",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "reason", "hint", "hint_validates"),
+    [row[1:] for row in ERRORS],
+    ids=[row[0] for row in ERRORS],
+)
+def test_errors(cfg: dict[str, Any], reason: str, hint: str, hint_validates: bool) -> None:
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    assert info.value.reason.startswith(reason), info.value.reason
+    assert hint in info.value.hint, info.value.hint
+    if hint_validates:
+        validate(apply_hint(cfg, info.value.hint))
+
+
+# ---------------------------------------------------------- the issue's commands
+
+
+def run_train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+COLOCATE_ROLLOUT = (
+    "actor.backend=fsdp:d8",
+    "rollout.scheduling_strategy.type=colocation",
+    "rollout.scheduling_strategy.target=actor",
+    "cluster.n_nodes=1",
+)
+
+
+def test_rollout_colocated_with_the_actor_plans_8_gpus(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+    assert result.returncode == 0, result.stderr
+    assert "GPUs: 8 used of 8" in result.stdout
+    assert "A = actor  fsdp:d8  8 GPUs on node 0, shared with rollout, critic, ref" in (
+        result.stdout
+    )
+
+
+def test_rollout_with_fewer_instances_than_actor_ranks_is_rejected(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "rollout.backend=sglang:d4t2", *COLOCATE_ROLLOUT)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "rollout runs 4 server instances (sglang:d4t2) and actor 8 ranks" in result.stderr
+    hint = result.stderr.split("hint: ", 1)[1]
+    assert hint.startswith("rollout.backend=sglang:d8 ")
+    # the hint validates
+    fixed = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) -> None:
+    result = run_train(
+        tmp_path,
+        "rollout.backend=sglang:d8",
+        "actor.backend=fsdp:d8",
+        "actor.scheduling_strategy.type=colocation",
+        "actor.scheduling_strategy.target=rollout",
+        "cluster.n_nodes=1",
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "actor -> rollout: rollout is created after actor" in result.stderr
+    swap = (
+        "rollout.scheduling_strategy.type=colocation rollout.scheduling_strategy.target=actor "
+        "actor.scheduling_strategy.type=separation"
+    )
+    assert f"hint: colocate rollout with actor instead: {swap}" in result.stderr
+    fixed = run_train(
+        tmp_path,
+        "rollout.backend=sglang:d8",
+        "actor.backend=fsdp:d8",
+        *swap.split(),
+        "cluster.n_nodes=1",
+    )
+    assert fixed.returncode == 0, fixed.stderr
+
+
+# ------------------------------------------------------- one model for every reader
+
+
+def test_sweeps_know_extra_engines_of_the_config() -> None:
+    from areal_conf.sweeps import check_engine, engine_layouts
+
+    cfg = base(judge_engine={"backend": "sglang:d4"})
+    sweep = engine_layouts(cfg, "judge_engine")
+    assert (sweep.backend, sweep.gpus, sweep.key) == ("sglang", 4, "judge_engine.backend")
+    assert "sglang:d2t2" in sweep.layouts
+    with pytest.raises(AllocationError) as info:
+        check_engine("judge_engin", cfg)
+    assert "did you mean judge_engine?" in info.value.hint
+
+
+def test_launcher_recognises_configs_by_their_engines() -> None:
+    from hydra_plugins.areal_conf_plugin._core import is_areal_config
+
+    assert is_areal_config({"judge_engine": {"backend": "sglang:d1"}})
+    assert is_areal_config({"allocation_mode": "sglang:d1+d1"})
+    assert is_areal_config({"critic": None})
+    assert not is_areal_config({"db": {"driver": "mysql"}, "sglang": {"model_path": "x"}})
+
+
+def test_core_modules_do_not_import_hydra() -> None:
+    code = (
+        "import sys, areal_conf.engines, areal_conf.validate, areal_conf.plan;"
+        "assert not {'hydra', 'omegaconf'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
