@@ -244,23 +244,68 @@ class TestValidation:
         assert task.calls == []
         assert job_dirs(sweep_dir) == []
 
-    def test_batches_are_validated_one_at_a_time_with_global_numbers(
+    def test_the_whole_sweep_is_validated_before_the_first_batch(
         self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
     ) -> None:
+        # Hydra's basic sweeper hands the launcher one job at a time; the bad job is the
+        # last one, and still nothing runs.
         task = Recorder()
         sweep_dir = tmp_path / "sweep"
         runner = sweep(
             hydra_sweep_runner,
             app_dir,
-            ["actor.backend=fsdp:d8,fsdp:d4t2,d4t2", "hydra.sweeper.max_batch_size=2"],
+            ["actor.backend=fsdp:d8,fsdp:d4t2,d4t2,fdsp:d8", "hydra.sweeper.max_batch_size=1"],
             sweep_dir,
             task,
         )
         with pytest.raises(ConfigCompositionException) as info:
             runner.__enter__()
-        assert "1 of 1 job failed validation" in str(info.value)
-        assert "#2 actor.backend=d4t2" in str(info.value)
-        assert task.calls == ["fsdp:d8", "fsdp:d4t2"]  # the first batch was valid and ran
+        msg = str(info.value)
+        assert msg.startswith(
+            "areal launcher: 2 of 4 jobs of the sweep failed validation; no job was launched."
+        )
+        assert [line.split(" ")[0] for line in msg.splitlines() if line.startswith("#")] == [
+            "#2",
+            "#3",
+        ]
+        assert "#2 actor.backend=d4t2\n" in msg and "#3 actor.backend=fdsp:d8\n" in msg
+        assert task.calls == []
+        assert job_dirs(sweep_dir) == []
+
+    def test_sweeper_params_are_part_of_the_whole_sweep(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        config = app_dir / "conf" / "config.yaml"
+        config.write_text(
+            config.read_text() + "hydra:\n  sweeper:\n    params:\n      cluster.n_nodes: 2,1\n"
+        )
+        task = Recorder()
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8,fsdp:d4t2", "hydra.sweeper.max_batch_size=1"],
+            tmp_path / "sweep",
+            task,
+        )
+        with pytest.raises(ConfigCompositionException) as info:
+            runner.__enter__()
+        msg = str(info.value)
+        assert "2 of 4 jobs of the sweep failed validation" in msg
+        assert "#2 cluster.n_nodes=1 actor.backend=fsdp:d8\n" in msg
+        assert "#3 cluster.n_nodes=1 actor.backend=fsdp:d4t2\n" in msg
+        assert task.calls == []
+
+    def test_valid_batched_sweep_runs_every_batch(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        overrides = ["actor.backend=fsdp:d8,fsdp:d4t2,fsdp:d2t4", "hydra.sweeper.max_batch_size=2"]
+        with sweep(hydra_sweep_runner, app_dir, overrides, sweep_dir, task) as s:
+            assert s.returns is not None
+            assert [[r.hydra_cfg.hydra.job.num for r in b] for b in s.returns] == [[0, 1], [2]]
+            assert job_dirs(sweep_dir) == ["0", "1", "2"]
+        assert task.calls == ["fsdp:d8", "fsdp:d4t2", "fsdp:d2t4"]
 
     def test_dry_run_prints_each_job_and_runs_none(
         self,

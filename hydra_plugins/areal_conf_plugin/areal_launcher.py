@@ -56,6 +56,12 @@ class AReaLLauncherConf:
     )
     # Validate and print each job's allocation, launch nothing.
     dry_run: bool = False
+    # What an invalid job does: "stop" the sweep before any job of it runs (the whole
+    # sweep is validated first when the sweeper knows it up front), or "fail_job": the
+    # job comes back to the sweeper as failed, carrying the message, and the valid jobs
+    # run (adaptive sweepers such as Optuna count it against their failure budget).
+    # "auto": stop for Hydra's basic sweeper and areal_layouts, fail_job otherwise.
+    on_invalid: str = "auto"
 
 
 ConfigStore.instance().store(
@@ -66,9 +72,17 @@ ConfigStore.instance().store(
 class AReaLLauncher(Launcher):
     """Validates a whole batch with areal_conf, then delegates it to the inner launcher."""
 
-    def __init__(self, launcher: Any = None, dry_run: bool = False) -> None:
+    def __init__(
+        self, launcher: Any = None, dry_run: bool = False, on_invalid: str = "auto"
+    ) -> None:
         self.launcher_config: Any = launcher
         self.dry_run = bool(dry_run)
+        self.on_invalid = on_invalid
+        # The whole sweep, when a sweeper announces it (see expect_sweep), and what has
+        # been validated and launched so far: a launcher sees one batch at a time.
+        self.sweep_jobs: list[list[str]] | None = None
+        self.sweep_checked = False
+        self.launched = 0
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -83,6 +97,12 @@ class AReaLLauncher(Launcher):
         self.config = config
         self.task_function = task_function
         self.hydra_context = hydra_context
+
+    def expect_sweep(self, job_overrides: Sequence[Sequence[str]]) -> None:
+        """Called by a sweeper that knows every job before the first batch (areal_layouts):
+        the whole sweep is then validated before the first batch is launched."""
+        self.sweep_jobs = [list(o) for o in job_overrides]
+        self.sweep_checked = False
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
