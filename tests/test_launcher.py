@@ -127,6 +127,7 @@ def main(cfg):
     line = f"TASK RAN {hc.job.num} {cfg.actor.backend}"
     print(line, flush=True)
     Path(hc.runtime.output_dir, "task.txt").write_text(line)
+    return 1.0  # an objective for adaptive sweepers (Optuna)
 
 
 if __name__ == "__main__":
@@ -403,6 +404,82 @@ def test_inner_launcher_is_chosen_by_package_override(
         assert "partition" in launcher.launcher
 
 
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    "overrides, target",
+    [
+        (
+            ["hydra/launcher=areal_joblib"],
+            "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+        ),
+        (
+            ["hydra/launcher=areal_submitit_slurm"],
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+        ),
+        (
+            ["hydra/launcher=areal_submitit_local"],
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+        ),
+        # a short name, switched back to the basic inner launcher from the command line
+        (
+            ["hydra/launcher=areal_joblib", "hydra/launcher@hydra.launcher.launcher=basic"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+    ],
+)
+def test_short_names_choose_the_inner_launcher(
+    app_dir: Path, overrides: list[str], target: str
+) -> None:
+    if "basic" not in target:
+        pytest.importorskip(target.rsplit(".", 2)[0])
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    assert (
+        cfg.hydra.launcher._target_
+        == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+    )
+    assert cfg.hydra.launcher.launcher._target_ == target
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    "pinned, command_line, target",
+    [
+        # an app that pins an inner launcher in its defaults list ...
+        (
+            "  - override hydra/launcher: areal_joblib\n",
+            ["hydra/launcher=areal"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+        (
+            "  - override hydra/launcher: areal\n"
+            "  - override hydra/launcher@hydra.launcher.launcher: joblib\n",
+            ["hydra/launcher@hydra.launcher.launcher=basic"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+        # ... and the other way round
+        (
+            "  - override hydra/launcher: areal\n",
+            ["hydra/launcher=areal_joblib"],
+            "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+        ),
+    ],
+)
+def test_a_pinned_inner_launcher_is_switched_from_the_command_line(
+    app_dir: Path, pinned: str, command_line: list[str], target: str
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    config = app_dir / "conf" / "config.yaml"
+    config.write_text("defaults:\n  - _self_\n" + pinned + config.read_text())
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+        cfg = compose("config", overrides=command_line, return_hydra_config=True)
+    assert (
+        cfg.hydra.launcher._target_
+        == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+    )
+    assert cfg.hydra.launcher.launcher._target_ == target
+
+
 def test_dataclass_defaults_to_basic_launcher() -> None:
     conf = AReaLLauncherConf()
     assert conf.launcher == {
@@ -658,3 +735,95 @@ def test_train_sweep_rejects_allocation_mode_in_every_job(sweep_dir: Path) -> No
     assert "2 of 2 jobs failed validation" in out.stderr
     assert out.stderr.count("rollout.backend=sglang:d4t2 actor.backend=fsdp:d8") == 2
     assert job_dirs(sweep_dir) == []
+
+
+# --------------------------------------------------------------- adaptive sweepers
+
+
+def optuna_sweep(app: Path, sweep_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    return run_app(
+        app,
+        [
+            "-m",
+            "hydra/launcher=areal",
+            "hydra/sweeper=optuna",
+            "hydra.sweeper.sampler.seed=1",
+            "hydra.sweeper.n_trials=6",
+            "hydra.sweeper.n_jobs=6",
+            "actor.backend=choice(fsdp:d8,d4t2)",
+            f"hydra.sweep.dir={sweep_dir}",
+            *extra,
+        ],
+    )
+
+
+def test_optuna_gets_invalid_jobs_back_as_failed_trials(app_dir: Path, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    out = optuna_sweep(app_dir, sweep_dir, "hydra.sweeper.max_failure_rate=1.0")
+    assert out.returncode == 0, out.stderr
+    ran = [line for line in out.stdout.splitlines() if line.startswith("TASK RAN")]
+    failed = [
+        line for line in out.stdout.splitlines() if "failed validation and was not run" in line
+    ]
+    assert ran and failed and len(ran) + len(failed) == 6
+    assert all(line.endswith("fsdp:d8") for line in ran)
+    assert all("actor.backend=d4t2 failed validation" in line for line in failed)
+    # the valid jobs keep their global numbers, the invalid ones have no directory
+    numbers = sorted(int(line.split()[2]) for line in ran)
+    assert [d for d in job_dirs(sweep_dir)] == [str(n) for n in numbers]
+    assert "Best value: 1.0" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_optuna_failure_budget_applies_to_invalid_jobs(app_dir: Path, tmp_path: Path) -> None:
+    # Optuna's default max_failure_rate is 0: the first invalid job ends the study with
+    # our message, which claims only that this job was not run.
+    out = optuna_sweep(app_dir, tmp_path / "sweep")
+    assert out.returncode != 0
+    assert "failed validation and was not run:" in out.stderr
+    assert "no backend prefix" in out.stderr
+    assert "no job was launched" not in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_on_invalid_stop_with_an_adaptive_sweeper_says_what_ran(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    out = optuna_sweep(app_dir, tmp_path / "sweep", "hydra.launcher.on_invalid=stop")
+    assert out.returncode != 0
+    assert "in this batch failed validation" in out.stderr or "no job was launched" in out.stderr
+    assert "TASK RAN" not in out.stdout  # the only batch was refused as a whole
+    assert "Traceback" not in out.stderr
+
+
+def test_on_invalid_rejects_unknown_values(app_dir: Path, tmp_path: Path) -> None:
+    out = run_app(
+        app_dir,
+        [
+            "-m",
+            "hydra/launcher=areal",
+            "hydra.launcher.on_invalid=skip",
+            "actor.backend=fsdp:d8",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+    )
+    assert out.returncode != 0
+    assert "hydra.launcher.on_invalid='skip' is not one of auto, stop, fail_job" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_tab_completion_offers_the_short_names() -> None:
+    env = {**os.environ, "COMP_LINE": "python train.py hydra/launcher=areal"}
+    out = subprocess.run(
+        [sys.executable, "train.py", "-sc", "query=bash"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    offered = out.stdout.split()
+    for name in ("areal", "areal_joblib", "areal_submitit_local", "areal_submitit_slurm"):
+        assert f"hydra/launcher={name}" in offered

@@ -194,7 +194,11 @@ def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:
         f"was not run:\n{_indent(reason.rstrip(), '    ')}"
     )
     error.__cause__ = AllocationError(reason.split("\n")[0])
-    log.warning("areal launcher: job #%d is invalid and was not run:\n%s", num, reason)
+    log.warning(
+        "areal launcher: job #%d %s is invalid, not run, returned to the sweeper as failed",
+        num,
+        format_overrides(overrides),
+    )
     ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
     ret.return_value = error
     return ret
@@ -286,7 +290,9 @@ def failure_message(
         )
     else:
         whole = " of the sweep" if whole_sweep else ""
-        head = f"areal launcher: {n} of {total} {jobs}{whole} failed validation; no job was launched."
+        head = (
+            f"areal launcher: {n} of {total} {jobs}{whole} failed validation; no job was launched."
+        )
     parts = [head]
     for num, overrides, reason in failures:
         parts.append(f"\n#{num} {format_overrides(overrides)}")

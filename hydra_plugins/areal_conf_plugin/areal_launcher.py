@@ -5,7 +5,8 @@
 the batch to an *inner* launcher: Hydra's basic launcher by default, or any installed
 launcher plugin selected with the package override
 ``hydra/launcher@hydra.launcher.launcher=<name>`` (``joblib``, ``submitit_local``,
-``submitit_slurm``, ...).  ``hydra.launcher.dry_run=true`` validates and prints the
+``submitit_slurm``, ...), or in one go with the short names ``hydra/launcher=areal_joblib``,
+``areal_submitit_local``, ``areal_submitit_slurm``, ``areal_ray``.  ``hydra.launcher.dry_run=true`` validates and prints the
 allocation of every job without launching any.
 
 Hydra imports every public module under ``hydra_plugins`` at each application start,
@@ -64,9 +65,22 @@ class AReaLLauncherConf:
     on_invalid: str = "auto"
 
 
+#: Short names: ``hydra/launcher=areal_<inner>`` is ``hydra/launcher=areal`` with that
+#: inner launcher, so the validating path is as short as the plain one and shows up in
+#: tab completion next to it. The inner plugin must be installed (joblib and submitit:
+#: ``pip install 'areal-conf[launchers]'``; ray: ``hydra-ray-launcher``).
+INNER_ALIASES = ("joblib", "submitit_local", "submitit_slurm", "ray")
+
 ConfigStore.instance().store(
     group="hydra/launcher", name="areal", node=AReaLLauncherConf, provider="areal_conf"
 )
+for _inner in INNER_ALIASES:
+    ConfigStore.instance().store(
+        group="hydra/launcher",
+        name=f"areal_{_inner}",
+        node=AReaLLauncherConf(defaults=["_self_", {"/hydra/launcher@launcher": _inner}]),
+        provider="areal_conf",
+    )
 
 
 class AReaLLauncher(Launcher):
