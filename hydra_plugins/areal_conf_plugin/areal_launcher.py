@@ -6,8 +6,9 @@ the batch to an *inner* launcher: Hydra's basic launcher by default, or any inst
 launcher plugin selected with the package override
 ``hydra/launcher@hydra.launcher.launcher=<name>`` (``joblib``, ``submitit_local``,
 ``submitit_slurm``, ...), or in one go with the short names ``hydra/launcher=areal_joblib``,
-``areal_submitit_local``, ``areal_submitit_slurm``, ``areal_ray``.  ``hydra.launcher.dry_run=true`` validates and prints the
-allocation of every job without launching any.
+``areal_submitit_local``, ``areal_submitit_slurm``, ``areal_ray``.
+``hydra.launcher.dry_run=true`` validates and prints the allocation of every job without
+launching any.
 
 Hydra imports every public module under ``hydra_plugins`` at each application start,
 so this module holds only the config dataclass, its ConfigStore entry and a thin
