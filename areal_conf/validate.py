@@ -15,7 +15,7 @@ from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import ENGINES, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
-from areal_conf.plan import EnginePlan, Plan, place
+from areal_conf.plan import EnginePlan, Plan, place, placement_warnings
 
 # SPEC §1: what an empty backend means, and the default scheduling of each engine.
 INHERITS_ACTOR = ("critic", "ref")
@@ -44,7 +44,7 @@ def validate(cfg: Any) -> Plan:
     for name, e in engines.items():
         owner = e.colocated_with or name
         placed[name] = replace(e, slots=slots.get(owner, ()))
-    return Plan(placed, n_nodes, n_gpus_per_node)
+    return Plan(placed, n_nodes, n_gpus_per_node, placement_warnings(separated, n_gpus_per_node))
 
 
 def check_allocation_mode(value: object) -> None:
