@@ -308,6 +308,35 @@ class TestValidation:
             assert job_dirs(sweep_dir) == ["0", "1", "2"]
         assert task.calls == ["fsdp:d8", "fsdp:d4t2", "fsdp:d2t4"]
 
+    def test_long_validations_report_progress(
+        self,
+        hydra_sweep_runner: TSweepRunner,
+        app_dir: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        import areal_conf.progress
+
+        class Immediate(areal_conf.progress.Progress):
+            """Progress as a long validation shows it, without waiting two seconds."""
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **{**kwargs, "delay": 0.0, "interval": 0.0})
+
+        monkeypatch.setattr(areal_conf.progress, "Progress", Immediate)
+        overrides = ["actor.backend=fsdp:d8,fsdp:d4t2,fsdp:d2t4", "hydra.launcher.dry_run=true"]
+        with (
+            caplog.at_level("INFO"),
+            sweep(hydra_sweep_runner, app_dir, overrides, tmp_path / "s", Recorder()),
+        ):
+            pass
+        lines = [r.getMessage() for r in caplog.records if "validating jobs" in r.getMessage()]
+        assert [line.split(" (")[0] for line in lines[:3]] == [
+            f"areal launcher: validating jobs: {i} of 3" for i in (1, 2, 3)
+        ]
+        assert lines[3].startswith("areal launcher: validating jobs: 3 of 3 in ")
+
     def test_dry_run_prints_each_job_and_runs_none(
         self,
         hydra_sweep_runner: TSweepRunner,
