@@ -46,7 +46,8 @@ def run_validated(
     * the ``areal`` launcher's list of invalid jobs: that list, exit 2;
     * an OmegaConf error (an interpolation that does not resolve, a missing ``???``
       value): its key (or the override that introduced it), the value and a fix, exit 2;
-    * any other error Hydra reports compactly: its message, exit 1, as Hydra does.
+    * any other error Hydra reports compactly: its message, exit 1, as Hydra does;
+    * a closed stdout (``--help | head``): quietly, exit 1.
 
     Hydra prints a traceback for most exceptions before this function could see them;
     so for the duration of the call it asks Hydra to re-raise them instead
@@ -60,6 +61,8 @@ def run_validated(
     with _hydra_reraises():
         try:
             return main(*args, **kwargs)
+        except BrokenPipeError:
+            raise SystemExit(reader_went_away()) from None
         except Exception as exc:
             reported = report(exc, sys.argv[1:] if argv is None else argv)
             if reported is None:
@@ -67,6 +70,15 @@ def run_validated(
             message, status = reported
             print(message, file=out)
             raise SystemExit(status) from None
+
+
+def reader_went_away() -> int:
+    """After a BrokenPipeError on stdout (``... | head``): not an error of ours. Point
+    stdout at devnull so the interpreter's final flush does not fail again, and return
+    the exit status to use (1, as Python's documentation suggests)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | None:

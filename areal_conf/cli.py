@@ -4,7 +4,6 @@ list every valid layout (``layouts``), print the config's JSON Schema (``schema`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
@@ -134,9 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # The reader went away (`... | head`): not an error of ours. Point stdout at
-        # devnull so the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        from areal_conf.app import reader_went_away
+
+        return reader_went_away()  # `... | head` closed the pipe: not an error
     return 0

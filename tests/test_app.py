@@ -243,6 +243,19 @@ def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(tmp_path:
     assert good.returncode == 0, good.stderr
 
 
+def test_train_help_into_head_is_not_an_error() -> None:
+    out = subprocess.run(
+        f"{sys.executable} train.py --help | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.stdout == "train is powered by Hydra.\n"
+    assert out.stderr == ""
+
+
 def test_layouts_into_head_is_not_an_error() -> None:
     # far more than a pipe buffer of output; head closes the pipe after one line
     out = subprocess.run(
