@@ -856,3 +856,23 @@ def test_tab_completion_offers_the_short_names() -> None:
     offered = out.stdout.split()
     for name in ("areal", "areal_joblib", "areal_submitit_local", "areal_submitit_slurm"):
         assert f"hydra/launcher={name}" in offered
+
+
+def test_train_batched_sweep_with_a_bad_last_job_runs_nothing(sweep_dir: Path) -> None:
+    # the command: one job per batch, the bad job last
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2,d4t2",
+            "hydra.sweeper.max_batch_size=1",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 2
+    assert "areal launcher: 1 of 3 jobs of the sweep failed validation; no job was launched." in (
+        out.stderr
+    )
+    assert "\n#2 actor.backend=d4t2\n" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert job_dirs(sweep_dir) == []
+    assert "plan written" not in out.stdout
