@@ -4,12 +4,15 @@ python train.py
 python train.py rollout.backend=sglang:d4t2 cluster.n_nodes=3
 python train.py +experiment=moe_megatron
 python train.py -m actor.backend=fsdp:d8,fsdp:d4t2
+
+An invalid config prints one message and exits 2, in a single run and in a multirun
+(``areal_conf.run_validated``); other errors Hydra reports (bad override syntax, an
+unknown key) exit 1.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import hydra
@@ -17,21 +20,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import areal_conf.config  # noqa: F401  (registers the schema and the areal. resolvers)
-from areal_conf import AllocationError
+from areal_conf import run_validated, validate
 from areal_conf.gpu_map import render_gpu_map
-from areal_conf.validate import validate
 
 PLAN_FILE = "allocation_plan.json"
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    try:
-        plan = validate(cfg)
-    except AllocationError as err:
-        # One message, no traceback: Hydra would print one for an escaping exception.
-        print(f"error: invalid allocation\n{err}", file=sys.stderr)
-        sys.exit(2)
+    plan = validate(cfg)  # an AllocationError becomes run_validated's one message
     print(plan.table())
     print()
     print(render_gpu_map(plan))
@@ -41,4 +38,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_validated(main)

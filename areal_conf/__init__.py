@@ -5,11 +5,17 @@ The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code 
 """
 
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
+from areal_conf.app import run_validated
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.legacy import migrate_allocation_mode
 from areal_conf.mesh import rank_groups
 from areal_conf.parser import parse_backend
+
+# The function, not the module: importing the submodule here first means the package
+# attribute `validate` is bound to the function below and stays so (`from areal_conf
+# import validate` and `from areal_conf.validate import validate` give the same object).
+from areal_conf.validate import validate
 
 __all__ = [
     "AllocationError",
@@ -19,4 +25,6 @@ __all__ = [
     "migrate_allocation_mode",
     "parse_backend",
     "rank_groups",
+    "run_validated",
+    "validate",
 ]

@@ -128,7 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
+        sys.stdout.flush()
     except AllocationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        from areal_conf.app import reader_went_away
+
+        return reader_went_away()  # `... | head` closed the pipe: not an error
     return 0

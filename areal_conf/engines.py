@@ -110,12 +110,35 @@ def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
     except AllocationError:
         raise
     except Exception as err:  # an interpolation only the application can resolve
-        raise AllocationError(
-            f"{where}: cannot read the value: {str(err).splitlines()[0] if str(err) else err!r}",
-            None,
-            None,
-            hint=f"give {where} a plain value, or make its interpolation resolvable",
-        ) from None
+        get_node = getattr(section, "_get_node", None)
+        node = get_node(key) if callable(get_node) else None
+        written = node._value() if node is not None and hasattr(node, "_value") else None
+        raise unresolvable(where, err, written) from None
+
+
+def unresolvable(key: str | None, err: BaseException, written: object = None) -> AllocationError:
+    """The error for a config value whose interpolation cannot be resolved (an unset
+    environment variable, a missing key): the key, OmegaConf's reason, the text as
+    written, and the fix."""
+    reason = getattr(err, "msg", None) or str(err) or repr(err)
+    # "KeyError raised while resolving interpolation: \"Environment variable ...\""
+    reason = reason.split("\n")[0].split(" raised while resolving interpolation: ")[-1].strip('"')
+    missing = type(err).__name__ == "MissingMandatoryValue"
+    if missing:
+        reason = "the value is missing (???)"
+    example = f"{key}=<value>" if key else "<key>=<value>"
+    if key and key.endswith(".backend"):
+        example = f"{key}={'sglang:d2t4' if key.startswith('rollout') else 'fsdp:d8'}"
+    hint = (
+        f"give it a value, e.g. {example}"
+        if missing
+        else "fix the interpolation (the referenced key or environment variable) or write "
+        f"the value itself, e.g. {example}"
+    )
+    where = f"{key}: " if key else "a value of the config cannot be resolved: "
+    error = AllocationError(where + reason, written, None, hint=hint)
+    error.key = key
+    return error
 
 
 def _is_mapping(value: Any) -> bool:

@@ -8,8 +8,11 @@ class AllocationError(ValueError):
 
     ``spec`` is the offending input, ``position`` the 0-based index of the first
     offending character (``None`` when the error concerns the whole input), ``length``
-    how many characters the caret underlines, ``hint`` the fix.
+    how many characters the caret underlines, ``hint`` the fix, ``key`` the config key
+    the input came from once :meth:`with_context` has named it.
     """
+
+    key: str | None = None
 
     def __init__(
         self,
@@ -48,7 +51,15 @@ class AllocationError(ValueError):
         return "\n".join(lines)
 
     def with_context(self, key: str) -> AllocationError:
-        """The same error, its first line prefixed with the config key it came from."""
-        return AllocationError(
+        """The same error, its first line prefixed with the config key it came from.
+
+        An error that names its key already is returned as it is: the innermost caller
+        knows the key best (e.g. an inherited backend), and one prefix is enough.
+        """
+        if self.key is not None:
+            return self
+        err = AllocationError(
             f"{key}: {self.reason}", self.spec, self.position, length=self.length, hint=self.hint
         )
+        err.key = key
+        return err

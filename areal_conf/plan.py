@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
 
 Slot = tuple[int, int]  # (node, local GPU index)
@@ -225,16 +228,24 @@ def place(
     """Concrete GPUs for each separated engine, in the given order (SPEC §7).
 
     An inference instance (tp × pp GPUs) stays within one node when it fits in one and
-    takes whole nodes when it is larger; a training engine's tensor-parallel groups (tp
-    consecutive ranks) stay within one node when tp fits. Blocks go first-fit to the
-    lowest node with room, so the result is deterministic.
+    takes whole nodes when it is larger; instances go first-fit to the lowest node with
+    room. A training engine's tensor-parallel groups (tp consecutive ranks) stay within
+    one node when tp fits, and the engine takes whole free nodes first, so that its
+    groups share nodes with no other engine: the part that does not fill a whole node
+    goes to the first node with leftovers that holds all of it, else to the next free
+    node. The result is deterministic.
+
+    Linear in the number of GPUs: a node's free GPUs are always its highest-numbered
+    ones (GPUs are taken from the lowest free index up), so one count per node is the
+    whole state, and each engine walks the nodes once. Raises AllocationError for a
+    cluster of more than 2**20 GPUs (see :func:`check_cluster_size`).
     """
+    check_cluster_size(n_nodes, n_gpus_per_node)
     size = n_gpus_per_node
-    free = [list(range(size)) for _ in range(n_nodes)]
+    used = [0] * n_nodes  # GPUs taken on each node: always its lowest-numbered ones
     placed: dict[str, tuple[Slot, ...]] = {}
     for name, alloc in engines:
-        p = alloc.parallel
-        block = alloc.instance_size if alloc.is_inference else p.tp_size
+        block = alloc.instance_size if alloc.is_inference else alloc.parallel.tp_size
         count = alloc.world_size // block
         if block > size and alloc.is_inference and block % size:
             raise AllocationError(
@@ -244,51 +255,111 @@ def place(
                 None,
                 hint=f"make t×p a divisor or a multiple of {size}",
             )
-        slots: list[Slot] = []
-        for _ in range(count):
-            if block > size and not alloc.is_inference:
-                # tp larger than a node cannot stay within one; take any free GPUs.
-                taken = _take_any(free, block)
-            elif block > size:
-                taken = _take_whole_nodes(free, block // size, size)
-            else:
-                taken = _take_within_node(free, block)
-            if taken is None:
-                raise _does_not_fit(name, alloc, block, n_nodes, size, engines)
-            slots += taken
+        if alloc.is_inference and block > size:
+            free = [node for node in range(n_nodes) if used[node] == 0]
+            slots = _fill(used, size, free, count * block)
+        elif alloc.is_inference:
+            slots = _first_fit(used, size, range(n_nodes), block, count)
+        else:
+            slots = _place_training(used, size, block, count)
+        if slots is None:
+            raise _does_not_fit(name, alloc, block, n_nodes, size, engines)
         placed[name] = tuple(slots)
     return placed
 
 
-def _take_within_node(free: list[list[int]], block: int) -> list[Slot] | None:
-    for node, gpus in enumerate(free):
-        if len(gpus) >= block:
-            taken, free[node] = gpus[:block], gpus[block:]
-            return [(node, gpu) for gpu in taken]
-    return None
+def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:
+    """A cluster holds at most 2**20 GPUs, the largest world size a backend string can
+    ask for: larger sizes are a typo, and planning them would take unbounded time and
+    memory."""
+    total = n_nodes * n_gpus_per_node
+    if total <= MAX_SIZE:
+        return
+    raise AllocationError(
+        f"cluster: {n_nodes:,} node{'s' if n_nodes != 1 else ''} × {n_gpus_per_node:,} GPUs "
+        f"is {total:,} GPUs, more than the {MAX_SIZE:,} (2**20) that areal-conf plans for, "
+        "the largest world size an engine can have",
+        None,
+        None,
+        hint="check cluster.n_nodes and cluster.n_gpus_per_node (the GPUs of one node, "
+        "e.g. cluster.n_gpus_per_node=8)",
+    )
 
 
-def _take_whole_nodes(free: list[list[int]], nodes: int, size: int) -> list[Slot] | None:
-    empty = [node for node, gpus in enumerate(free) if len(gpus) == size][:nodes]
-    if len(empty) < nodes:
-        return None
-    slots = [(node, gpu) for node in empty for gpu in free[node]]
-    for node in empty:
-        free[node] = []
-    return slots
+def placement_warnings(
+    engines: list[tuple[str, ModelAllocation]], n_gpus_per_node: int
+) -> tuple[str, ...]:
+    """Warnings about layouts that place but run badly: a training engine whose
+    tensor-parallel groups are larger than a node (tp traffic then crosses nodes)."""
+    warnings = []
+    for name, alloc in engines:
+        tp = alloc.parallel.tp_size
+        if not alloc.is_inference and tp > n_gpus_per_node > 0:
+            nodes = -(-tp // n_gpus_per_node)
+            warnings.append(
+                f"{name}: tensor-parallel groups of {tp} GPUs ({alloc}) span {nodes} nodes "
+                f"of {n_gpus_per_node} GPUs, so every layer's tp traffic crosses the network; "
+                f"keep t ≤ {n_gpus_per_node} and move the rest to d (or p, c with megatron)"
+            )
+    return tuple(warnings)
 
 
-def _take_any(free: list[list[int]], block: int) -> list[Slot] | None:
-    if sum(len(gpus) for gpus in free) < block:
+def _first_fit(
+    used: list[int], size: int, order: Sequence[int], block: int, count: int
+) -> list[Slot] | None:
+    """``count`` blocks of ``block`` GPUs, each within one node, first-fit along ``order``.
+
+    A node skipped for lack of room never gains room, so one pass suffices; a node takes
+    every block it has room for at once (what block-by-block first-fit gives)."""
+    slots: list[Slot] = []
+    left = count
+    for node in order:
+        if left == 0:
+            break
+        n = min((size - used[node]) // block, left)
+        if n:
+            end = used[node] + n * block
+            slots.extend(zip(repeat(node), range(used[node], end)))
+            used[node] = end
+            left -= n
+    return slots if left == 0 else None
+
+
+def _fill(used: list[int], size: int, order: Sequence[int], gpus: int) -> list[Slot] | None:
+    """``gpus`` free GPUs along ``order``, node after node."""
+    if sum(size - used[node] for node in order) < gpus:
         return None
     slots: list[Slot] = []
-    for node, gpus in enumerate(free):
-        want = block - len(slots)
-        slots += [(node, gpu) for gpu in gpus[:want]]
-        free[node] = gpus[want:]
-        if len(slots) == block:
+    for node in order:
+        take = min(size - used[node], gpus - len(slots))
+        slots.extend(zip(repeat(node), range(used[node], used[node] + take)))
+        used[node] += take
+        if len(slots) == gpus:
             break
     return slots
+
+
+def _place_training(used: list[int], size: int, block: int, count: int) -> list[Slot] | None:
+    free = [node for node, n in enumerate(used) if n == 0]
+    partial = [node for node, n in enumerate(used) if 0 < n < size]
+    if block > size:
+        # tp larger than a node cannot stay within one (placement_warnings says so):
+        # whole free nodes first, then leftovers.
+        return _fill(used, size, free + partial, count * block)
+    per_node = size // block
+    whole = min(count // per_node, len(free))
+    slots = _first_fit(used, size, free[:whole], block, whole * per_node) or []
+    rest = count - whole * per_node
+    if rest == 0:
+        return slots
+    # The rest in one node if one holds it (leftovers first, keeping free nodes whole),
+    # else block by block, free nodes first.
+    candidates = [*partial, *free[whole:]]
+    home = next((n for n in candidates if size - used[n] >= rest * block), None)
+    more = _first_fit(
+        used, size, [home] if home is not None else free[whole:] + partial, block, rest
+    )
+    return None if more is None else slots + more
 
 
 def _does_not_fit(

@@ -190,7 +190,7 @@ def add_layouts_command(commands: Any) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="model shape for the layout checks, e.g. --model num_experts=64 "
+        help="model shape: only layouts that fit it are listed, e.g. --model num_experts=64 "
         "num_layers=48 (keys: " + ", ".join(MODEL_KEYS) + ")",
     )
     parser.add_argument(

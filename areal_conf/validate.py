@@ -14,7 +14,7 @@ from typing import Any
 
 from areal_conf.engines import read_engines, read_value, resolve_colocation
 from areal_conf.errors import AllocationError
-from areal_conf.plan import EnginePlan, Plan, place
+from areal_conf.plan import EnginePlan, Plan, place, placement_warnings
 
 
 def validate(cfg: Any) -> Plan:
@@ -40,7 +40,7 @@ def validate(cfg: Any) -> Plan:
         name: replace(e, slots=slots.get(e.owner, ())) if e.enabled else e
         for name, e in engines.items()
     }
-    return Plan(placed, n_nodes, n_gpus_per_node)
+    return Plan(placed, n_nodes, n_gpus_per_node, placement_warnings(separated, n_gpus_per_node))
 
 
 def check_allocation_mode(value: object) -> None:

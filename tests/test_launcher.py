@@ -127,6 +127,7 @@ def main(cfg):
     line = f"TASK RAN {hc.job.num} {cfg.actor.backend}"
     print(line, flush=True)
     Path(hc.runtime.output_dir, "task.txt").write_text(line)
+    return 1.0  # an objective for adaptive sweepers (Optuna)
 
 
 if __name__ == "__main__":
@@ -244,23 +245,97 @@ class TestValidation:
         assert task.calls == []
         assert job_dirs(sweep_dir) == []
 
-    def test_batches_are_validated_one_at_a_time_with_global_numbers(
+    def test_the_whole_sweep_is_validated_before_the_first_batch(
         self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
     ) -> None:
+        # Hydra's basic sweeper hands the launcher one job at a time; the bad job is the
+        # last one, and still nothing runs.
         task = Recorder()
         sweep_dir = tmp_path / "sweep"
         runner = sweep(
             hydra_sweep_runner,
             app_dir,
-            ["actor.backend=fsdp:d8,fsdp:d4t2,d4t2", "hydra.sweeper.max_batch_size=2"],
+            ["actor.backend=fsdp:d8,fsdp:d4t2,d4t2,fdsp:d8", "hydra.sweeper.max_batch_size=1"],
             sweep_dir,
             task,
         )
         with pytest.raises(ConfigCompositionException) as info:
             runner.__enter__()
-        assert "1 of 1 job failed validation" in str(info.value)
-        assert "#2 actor.backend=d4t2" in str(info.value)
-        assert task.calls == ["fsdp:d8", "fsdp:d4t2"]  # the first batch was valid and ran
+        msg = str(info.value)
+        assert msg.startswith(
+            "areal launcher: 2 of 4 jobs of the sweep failed validation; no job was launched."
+        )
+        assert [line.split(" ")[0] for line in msg.splitlines() if line.startswith("#")] == [
+            "#2",
+            "#3",
+        ]
+        assert "#2 actor.backend=d4t2\n" in msg and "#3 actor.backend=fdsp:d8\n" in msg
+        assert task.calls == []
+        assert job_dirs(sweep_dir) == []
+
+    def test_sweeper_params_are_part_of_the_whole_sweep(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        config = app_dir / "conf" / "config.yaml"
+        config.write_text(
+            config.read_text() + "hydra:\n  sweeper:\n    params:\n      cluster.n_nodes: 2,1\n"
+        )
+        task = Recorder()
+        runner = sweep(
+            hydra_sweep_runner,
+            app_dir,
+            ["actor.backend=fsdp:d8,fsdp:d4t2", "hydra.sweeper.max_batch_size=1"],
+            tmp_path / "sweep",
+            task,
+        )
+        with pytest.raises(ConfigCompositionException) as info:
+            runner.__enter__()
+        msg = str(info.value)
+        assert "2 of 4 jobs of the sweep failed validation" in msg
+        assert "#2 cluster.n_nodes=1 actor.backend=fsdp:d8\n" in msg
+        assert "#3 cluster.n_nodes=1 actor.backend=fsdp:d4t2\n" in msg
+        assert task.calls == []
+
+    def test_valid_batched_sweep_runs_every_batch(
+        self, hydra_sweep_runner: TSweepRunner, app_dir: Path, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        overrides = ["actor.backend=fsdp:d8,fsdp:d4t2,fsdp:d2t4", "hydra.sweeper.max_batch_size=2"]
+        with sweep(hydra_sweep_runner, app_dir, overrides, sweep_dir, task) as s:
+            assert s.returns is not None
+            assert [[r.hydra_cfg.hydra.job.num for r in b] for b in s.returns] == [[0, 1], [2]]
+            assert job_dirs(sweep_dir) == ["0", "1", "2"]
+        assert task.calls == ["fsdp:d8", "fsdp:d4t2", "fsdp:d2t4"]
+
+    def test_long_validations_report_progress(
+        self,
+        hydra_sweep_runner: TSweepRunner,
+        app_dir: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        import areal_conf.progress
+
+        class Immediate(areal_conf.progress.Progress):
+            """Progress as a long validation shows it, without waiting two seconds."""
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **{**kwargs, "delay": 0.0, "interval": 0.0})
+
+        monkeypatch.setattr(areal_conf.progress, "Progress", Immediate)
+        overrides = ["actor.backend=fsdp:d8,fsdp:d4t2,fsdp:d2t4", "hydra.launcher.dry_run=true"]
+        with (
+            caplog.at_level("INFO"),
+            sweep(hydra_sweep_runner, app_dir, overrides, tmp_path / "s", Recorder()),
+        ):
+            pass
+        lines = [r.getMessage() for r in caplog.records if "validating jobs" in r.getMessage()]
+        assert [line.split(" (")[0] for line in lines[:3]] == [
+            f"areal launcher: validating jobs: {i} of 3" for i in (1, 2, 3)
+        ]
+        assert lines[3].startswith("areal launcher: validating jobs: 3 of 3 in ")
 
     def test_dry_run_prints_each_job_and_runs_none(
         self,
@@ -356,6 +431,82 @@ def test_inner_launcher_is_chosen_by_package_override(
         # the real plugin's config; its interpolations resolve from the new position
         assert launcher.launcher.submitit_folder == f"{cfg.hydra.sweep.dir}/.submitit/%j"
         assert "partition" in launcher.launcher
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    "overrides, target",
+    [
+        (
+            ["hydra/launcher=areal_joblib"],
+            "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+        ),
+        (
+            ["hydra/launcher=areal_submitit_slurm"],
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+        ),
+        (
+            ["hydra/launcher=areal_submitit_local"],
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+        ),
+        # a short name, switched back to the basic inner launcher from the command line
+        (
+            ["hydra/launcher=areal_joblib", "hydra/launcher@hydra.launcher.launcher=basic"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+    ],
+)
+def test_short_names_choose_the_inner_launcher(
+    app_dir: Path, overrides: list[str], target: str
+) -> None:
+    if "basic" not in target:
+        pytest.importorskip(target.rsplit(".", 2)[0])
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    assert (
+        cfg.hydra.launcher._target_
+        == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+    )
+    assert cfg.hydra.launcher.launcher._target_ == target
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    "pinned, command_line, target",
+    [
+        # an app that pins an inner launcher in its defaults list ...
+        (
+            "  - override hydra/launcher: areal_joblib\n",
+            ["hydra/launcher=areal"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+        (
+            "  - override hydra/launcher: areal\n"
+            "  - override hydra/launcher@hydra.launcher.launcher: joblib\n",
+            ["hydra/launcher@hydra.launcher.launcher=basic"],
+            "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        ),
+        # ... and the other way round
+        (
+            "  - override hydra/launcher: areal\n",
+            ["hydra/launcher=areal_joblib"],
+            "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+        ),
+    ],
+)
+def test_a_pinned_inner_launcher_is_switched_from_the_command_line(
+    app_dir: Path, pinned: str, command_line: list[str], target: str
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    config = app_dir / "conf" / "config.yaml"
+    config.write_text("defaults:\n  - _self_\n" + pinned + config.read_text())
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+        cfg = compose("config", overrides=command_line, return_hydra_config=True)
+    assert (
+        cfg.hydra.launcher._target_
+        == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+    )
+    assert cfg.hydra.launcher.launcher._target_ == target
 
 
 def test_dataclass_defaults_to_basic_launcher() -> None:
@@ -613,3 +764,115 @@ def test_train_sweep_rejects_allocation_mode_in_every_job(sweep_dir: Path) -> No
     assert "2 of 2 jobs failed validation" in out.stderr
     assert out.stderr.count("rollout.backend=sglang:d4t2 actor.backend=fsdp:d8") == 2
     assert job_dirs(sweep_dir) == []
+
+
+# --------------------------------------------------------------- adaptive sweepers
+
+
+def optuna_sweep(app: Path, sweep_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    return run_app(
+        app,
+        [
+            "-m",
+            "hydra/launcher=areal",
+            "hydra/sweeper=optuna",
+            "hydra.sweeper.sampler.seed=1",
+            "hydra.sweeper.n_trials=6",
+            "hydra.sweeper.n_jobs=6",
+            "actor.backend=choice(fsdp:d8,d4t2)",
+            f"hydra.sweep.dir={sweep_dir}",
+            *extra,
+        ],
+    )
+
+
+def test_optuna_gets_invalid_jobs_back_as_failed_trials(app_dir: Path, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    out = optuna_sweep(app_dir, sweep_dir, "hydra.sweeper.max_failure_rate=1.0")
+    assert out.returncode == 0, out.stderr
+    ran = [line for line in out.stdout.splitlines() if line.startswith("TASK RAN")]
+    failed = [
+        line for line in out.stdout.splitlines() if "failed validation and was not run" in line
+    ]
+    assert ran and failed and len(ran) + len(failed) == 6
+    assert all(line.endswith("fsdp:d8") for line in ran)
+    assert all("actor.backend=d4t2 failed validation" in line for line in failed)
+    # the valid jobs keep their global numbers, the invalid ones have no directory
+    numbers = sorted(int(line.split()[2]) for line in ran)
+    assert [d for d in job_dirs(sweep_dir)] == [str(n) for n in numbers]
+    assert "Best value: 1.0" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_optuna_failure_budget_applies_to_invalid_jobs(app_dir: Path, tmp_path: Path) -> None:
+    # Optuna's default max_failure_rate is 0: the first invalid job ends the study with
+    # our message, which claims only that this job was not run.
+    out = optuna_sweep(app_dir, tmp_path / "sweep")
+    assert out.returncode != 0
+    assert "failed validation and was not run:" in out.stderr
+    assert "no backend prefix" in out.stderr
+    assert "no job was launched" not in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_on_invalid_stop_with_an_adaptive_sweeper_says_what_ran(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    out = optuna_sweep(app_dir, tmp_path / "sweep", "hydra.launcher.on_invalid=stop")
+    assert out.returncode != 0
+    assert "in this batch failed validation" in out.stderr or "no job was launched" in out.stderr
+    assert "TASK RAN" not in out.stdout  # the only batch was refused as a whole
+    assert "Traceback" not in out.stderr
+
+
+def test_on_invalid_rejects_unknown_values(app_dir: Path, tmp_path: Path) -> None:
+    out = run_app(
+        app_dir,
+        [
+            "-m",
+            "hydra/launcher=areal",
+            "hydra.launcher.on_invalid=skip",
+            "actor.backend=fsdp:d8",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+    )
+    assert out.returncode != 0
+    assert "hydra.launcher.on_invalid='skip' is not one of auto, stop, fail_job" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_tab_completion_offers_the_short_names() -> None:
+    env = {**os.environ, "COMP_LINE": "python train.py hydra/launcher=areal"}
+    out = subprocess.run(
+        [sys.executable, "train.py", "-sc", "query=bash"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    offered = out.stdout.split()
+    for name in ("areal", "areal_joblib", "areal_submitit_local", "areal_submitit_slurm"):
+        assert f"hydra/launcher={name}" in offered
+
+
+def test_train_batched_sweep_with_a_bad_last_job_runs_nothing(sweep_dir: Path) -> None:
+    # the issue's command: one job per batch, the bad job last
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2,d4t2",
+            "hydra.sweeper.max_batch_size=1",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 2
+    assert "areal launcher: 1 of 3 jobs of the sweep failed validation; no job was launched." in (
+        out.stderr
+    )
+    assert "\n#2 actor.backend=d4t2\n" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert job_dirs(sweep_dir) == []
+    assert "plan written" not in out.stdout

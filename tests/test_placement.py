@@ -111,3 +111,116 @@ def test_actor_tp_groups_never_straddle_after_rollout(
     assert all(len(group) == 1 for group in tp_groups_nodes(slots, actor))
     assert not set(slots) & set(plan.engines["rollout"].slots)
     assert plan.engines["critic"].slots == plan.engines["ref"].slots == slots
+
+
+# -- training engines take whole free nodes; bounded, linear placement ---------------------
+
+
+def test_training_engine_takes_a_whole_free_node_over_leftovers() -> None:
+    # sglang:d3t3 on 4-GPU nodes leaves one GPU on each of nodes 0-2; the actor (4 GPUs)
+    # goes to the free node 3, not over the leftovers of nodes 0-3.
+    engines = [("rollout", parse_backend("sglang:d3t3")), ("actor", parse_backend("fsdp:d4"))]
+    placed = place(engines, 6, 4)
+    assert placed["rollout"] == tuple((n, g) for n in range(3) for g in range(3))
+    assert placed["actor"] == ((3, 0), (3, 1), (3, 2), (3, 3))
+
+
+def test_the_part_short_of_a_node_goes_to_leftovers_that_hold_it() -> None:
+    # actor 12 GPUs: one whole free node, and the other 4 in node 0's leftovers (one node
+    # holds them), so node 2 stays whole for the next engine.
+    engines = [
+        ("rollout", parse_backend("sglang:d1t4")),
+        ("actor", parse_backend("fsdp:d6t2")),
+        ("teacher", parse_backend("fsdp:d8")),
+    ]
+    placed = place(engines, 3, 8)
+    assert {node for node, _ in placed["actor"]} == {0, 1}
+    assert [slot for slot in placed["actor"] if slot[0] == 0] == [(0, g) for g in range(4, 8)]
+    assert {node for node, _ in placed["teacher"]} == {2}
+
+
+def test_the_default_plan_is_unchanged() -> None:
+    engines = [("rollout", parse_backend("sglang:d2t4")), ("actor", parse_backend("fsdp:d4t2"))]
+    placed = place(engines, 2, 8)
+    assert {n for n, _ in placed["rollout"]} == {0} and {n for n, _ in placed["actor"]} == {1}
+
+
+def test_training_tp_larger_than_a_node_takes_whole_nodes_and_warns() -> None:
+    plan = validate(
+        {
+            "rollout": {"backend": "sglang:d1t4"},
+            "actor": {"backend": "fsdp:t16"},
+            "cluster": {"n_nodes": 3, "n_gpus_per_node": 8},
+        }
+    )
+    assert {node for node, _ in plan.engines["actor"].slots} == {1, 2}
+    assert len(plan.warnings) == 1
+    warning = plan.warnings[0]
+    assert warning.startswith("actor: tensor-parallel groups of 16 GPUs (fsdp:t16) span 2 nodes")
+    assert "keep t ≤ 8" in warning
+    assert f"warning: {warning}" in plan.table()
+    assert plan.to_dict()["warnings"] == [warning]
+
+
+def test_no_warning_when_tp_fits_a_node() -> None:
+    plan = validate(
+        {
+            "rollout": {"backend": "sglang:d1t8"},
+            "actor": {"backend": "fsdp:d1t8"},
+            "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+        }
+    )
+    assert plan.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("n_nodes", "per_node", "shown"),
+    [
+        (2, 1_000_000_000, "2 nodes × 1,000,000,000 GPUs is 2,000,000,000 GPUs"),
+        (100_000_000, 8, "100,000,000 nodes × 8 GPUs is 800,000,000 GPUs"),
+        (131_073, 8, "131,073 nodes × 8 GPUs is 1,048,584 GPUs"),
+    ],
+)
+def test_clusters_larger_than_2_to_the_20_gpus_are_refused(
+    n_nodes: int, per_node: int, shown: str
+) -> None:
+    with pytest.raises(AllocationError) as info:
+        place([("actor", parse_backend("fsdp:d8"))], n_nodes, per_node)
+    err = info.value
+    assert err.reason.startswith(f"cluster: {shown}, more than the 1,048,576 (2**20)")
+    assert "cluster.n_nodes and cluster.n_gpus_per_node" in err.hint
+
+
+def test_two_to_the_20_gpus_are_placed() -> None:
+    # The largest cluster: every GPU taken once (the speed is benchmarks/placement.py's).
+    engines = [
+        ("rollout", parse_backend("sglang:d65536t4")),
+        ("actor", parse_backend("megatron:d98304t8")),
+    ]
+    placed = place(engines, 2**17, 8)
+    slots = placed["rollout"] + placed["actor"]
+    assert len(slots) == len(set(slots)) == 2**20
+    assert placed["actor"][:8] == tuple((2**15, g) for g in range(8))
+
+
+@pytest.mark.parametrize(
+    "override, shown",
+    [
+        ("cluster.n_gpus_per_node=1000000000", "2 nodes × 1,000,000,000 GPUs"),
+        ("cluster.n_nodes=100000000", "100,000,000 nodes × 8 GPUs"),
+    ],
+)
+def test_train_refuses_huge_clusters(override: str, shown: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "train.py", override, f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert out.returncode == 2
+    assert f"cluster: {shown}" in out.stderr
+    assert "Traceback" not in out.stderr and "MemoryError" not in out.stderr

@@ -483,6 +483,75 @@ class TestSweeperInProcess:
         assert task.calls == []
 
 
+@pytest.mark.usefixtures("hydra_restore_singletons")
+class TestSweepBounds:
+    def test_more_jobs_than_max_jobs_are_refused_with_the_count(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        overrides = [
+            "hydra.sweeper.gpus=720",
+            "hydra.sweeper.max_tp=null",
+            "hydra.sweeper.max_jobs=20",
+        ]
+        with pytest.raises(ConfigCompositionException) as info:
+            run_sweep(hydra_sweep_runner, overrides, tmp_path, task)
+        n = len(layouts("fsdp", 720, max_tp=8))
+        msg = str(info.value)
+        assert msg.startswith(
+            f"hydra/sweeper=areal_layouts: the sweep has {n:,} jobs, more than "
+            "hydra.sweeper.max_jobs=20"
+        )
+        assert "hydra.sweeper.max_tp" in msg and "model.num_layers" in msg
+        assert f"hydra.sweeper.max_jobs={n} to run them all" in msg
+        assert isinstance(info.value.__cause__, AllocationError)
+        assert task.calls == []
+
+    def test_max_jobs_counts_every_combination(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        n = len(layouts("fsdp", 8, max_tp=8))
+        with pytest.raises(ConfigCompositionException, match=f"the sweep has {2 * n} jobs"):
+            run_sweep(
+                hydra_sweep_runner,
+                ["cluster.n_nodes=2,3", f"hydra.sweeper.max_jobs={2 * n - 1}"],
+                tmp_path,
+                task,
+            )
+        assert task.calls == []
+
+    def test_max_jobs_default_is_1000_and_null_lifts_it(self) -> None:
+        from hydra_plugins.areal_conf_plugin._sweeper_core import check_job_count
+
+        assert AReaLLayoutsSweeperConf().max_jobs == 1000
+        check_job_count(10**7, None)
+        check_job_count(1000, 1000)
+        with pytest.raises(ConfigCompositionException, match="has 1,001 jobs"):
+            check_job_count(1001, 1000)
+
+    def test_the_whole_layout_sweep_is_validated_before_any_batch(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        # the cluster.n_nodes=1 jobs (rollout 8 + actor 8 on 8 GPUs) come after the valid
+        # n_nodes=2 ones; with one job per batch, none of them may run either.
+        task = Recorder()
+        with pytest.raises(ConfigCompositionException) as info:
+            run_sweep(
+                hydra_sweep_runner,
+                ["hydra/launcher=areal", "cluster.n_nodes=2,1", "hydra.sweeper.max_batch_size=1"],
+                tmp_path,
+                task,
+            )
+        n = len(layouts("fsdp", 8, max_tp=8))
+        assert str(info.value).startswith(
+            f"areal launcher: {n} of {2 * n} jobs of the sweep failed validation; "
+            "no job was launched."
+        )
+        assert f"\n#{n} cluster.n_nodes=1 actor.backend=" in str(info.value)
+        assert task.calls == []
+
+
 # ------------------------------------------------------------ train.py end to end
 
 

@@ -71,7 +71,27 @@ def launch(
     assert task_function is not None
 
     inner_launcher = inner_launcher_config(config, launcher.launcher_config)
-    jobs = _compose_and_validate(hydra_context, config, job_overrides, initial_job_idx)
+    mode = invalid_job_mode(config, launcher.on_invalid)
+    batch = [list(o) for o in job_overrides]
+    if mode == STOP and not launcher.sweep_checked and not launcher.dry_run:
+        whole = launcher.sweep_jobs or basic_sweep_jobs(config, hydra_context)
+        if whole is not None and len(whole) > len(batch) and whole[: len(batch)] == batch:
+            # The sweeper knows every job up front: validate the whole sweep now, so that
+            # an invalid job of a later batch stops the sweep before any job runs.
+            _compose_and_validate(
+                hydra_context, config, whole, 0, keep=0, launched=0, whole_sweep=True
+            )
+            launcher.sweep_checked = True
+    jobs, failures = _compose_and_validate(
+        hydra_context,
+        config,
+        batch,
+        initial_job_idx,
+        keep=CACHE_LIMIT,
+        launched=launcher.launched,
+        stop=mode == STOP,
+        checked=launcher.sweep_checked,
+    )
 
     if launcher.dry_run:
         for job in jobs:
@@ -80,20 +100,104 @@ def launch(
 
     inner_master = _with_launcher(config, inner_launcher)
     loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs)
-    n_jobs = len(jobs)
+    bad = {num: reason for num, _, reason in failures}
     del jobs  # the loader holds the configs now and lets go of each as it is used
     inner = Plugins.instance().instantiate_launcher(
         hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
         task_function=task_function,
         config=inner_master,
     )
+    n_valid = len(batch) - len(bad)
     log.info(
         "areal launcher: %d %s valid, launching with %s",
-        n_jobs,
-        "job" if n_jobs == 1 else "jobs",
+        n_valid,
+        "job" if n_valid == 1 else "jobs",
         type(inner).__name__,
     )
-    return inner.launch(job_overrides, initial_job_idx=initial_job_idx)
+    if not bad:
+        launcher.launched += len(batch)
+        return inner.launch(batch, initial_job_idx=initial_job_idx)
+    # fail_job: invalid jobs come back failed, in place; valid runs of consecutive jobs
+    # keep their numbers (and so their output directories).
+    returns: list[JobReturn] = []
+    start = 0
+    for i in range(len(batch) + 1):
+        num = initial_job_idx + i
+        if i < len(batch) and num not in bad:
+            continue
+        if start < i:
+            launcher.launched += i - start
+            returns += inner.launch(batch[start:i], initial_job_idx=initial_job_idx + start)
+        if i < len(batch):
+            returns.append(failed_job(num, batch[i], bad[num]))
+        start = i + 1
+    return returns
+
+
+# ------------------------------------------------------------------ invalid jobs
+
+STOP = "stop"
+FAIL_JOB = "fail_job"
+AUTO = "auto"
+
+#: Sweepers that know every job before the first batch: a sweep through them is
+#: validated as a whole and stops at an invalid job (``on_invalid=auto``).
+UPFRONT_SWEEPERS = (
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper",
+)
+
+
+def invalid_job_mode(config: DictConfig, on_invalid: Any) -> str:
+    """``stop`` or ``fail_job`` for ``hydra.launcher.on_invalid`` (``auto``: by sweeper)."""
+    if on_invalid in (STOP, FAIL_JOB):
+        return str(on_invalid)
+    if on_invalid != AUTO:
+        raise ConfigCompositionException(
+            f"areal launcher: hydra.launcher.on_invalid={on_invalid!r} is not one of "
+            f"{AUTO}, {STOP}, {FAIL_JOB}\nhint: {STOP} stops the sweep at an invalid job, "
+            f"{FAIL_JOB} returns it to the sweeper as failed, {AUTO} chooses by sweeper"
+        )
+    sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default=None)
+    return STOP if sweeper in UPFRONT_SWEEPERS else FAIL_JOB
+
+
+def basic_sweep_jobs(config: DictConfig, hydra_context: HydraContext) -> list[list[str]] | None:
+    """Every job of the sweep, as Hydra's basic sweeper expands it (its ``params`` first,
+    then the command line), or None when the sweeper is not the basic one."""
+    if OmegaConf.select(config, "hydra.sweeper._target_", default=None) != UPFRONT_SWEEPERS[0]:
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
+    arguments = [f"{k}={v}" for k, v in params.items()]
+    arguments += list(OmegaConf.select(config, "hydra.overrides.task", default=[]) or [])
+    parser = OverridesParser.create(config_loader=hydra_context.config_loader)
+    expanded = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
+    return [list(job) for job in expanded[0]] if expanded else [[]]
+
+
+def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:
+    """A JobReturn for a job that was not run because it is invalid: reading its
+    ``return_value`` raises the message (as for a job whose task raised)."""
+    from hydra.core.utils import JobStatus
+
+    from areal_conf.errors import AllocationError
+
+    error = ConfigCompositionException(
+        f"areal launcher: job #{num} {format_overrides(overrides)} failed validation and "
+        f"was not run:\n{_indent(reason.rstrip(), '    ')}"
+    )
+    error.__cause__ = AllocationError(reason.split("\n")[0])
+    log.warning(
+        "areal launcher: job #%d %s is invalid, not run, returned to the sweeper as failed",
+        num,
+        format_overrides(overrides),
+    )
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = error
+    return ret
 
 
 # ------------------------------------------------------------------ validation
@@ -104,27 +208,47 @@ def _compose_and_validate(
     config: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
-) -> list[_Job]:
+    *,
+    keep: int,
+    launched: int,
+    stop: bool = True,
+    checked: bool = False,
+    whole_sweep: bool = False,
+) -> tuple[list[_Job], list[tuple[int, list[str], str]]]:
+    """Compose and validate each job (the first ``keep`` configs are kept for the inner
+    launcher). With ``stop``, any failure raises the list of failing jobs; otherwise the
+    failures are returned. ``checked``: the jobs were validated already (whole sweep),
+    compose them only for the inner launcher. ``whole_sweep``: the jobs are every job of
+    the sweep (the message says so)."""
     from areal_conf.errors import AllocationError
+    from areal_conf.progress import Progress
 
     jobs: list[_Job] = []
     failures: list[tuple[int, list[str], str]] = []
-    for i, overrides in enumerate(job_overrides):
-        num = initial_job_idx + i
-        ovr = list(overrides)
-        job_cfg = hydra_context.config_loader.load_sweep_config(config, ovr)
-        plan: Plan | None = None
-        if is_areal_config(job_cfg):
-            try:
-                plan = _validate(job_cfg)
-            except AllocationError as err:
-                failures.append((num, ovr, str(err)))
-            except OmegaConfBaseException as err:
-                failures.append((num, ovr, f"{type(err).__name__}: {err}"))
-        jobs.append(_Job(num, ovr, job_cfg if i < CACHE_LIMIT else None, plan))
-    if failures:
-        raise ConfigCompositionException(failure_message(failures, len(job_overrides)))
-    return jobs
+    total = len(job_overrides)
+    with Progress(total, "areal launcher: validating jobs", log=log.info) as progress:
+        for i, overrides in enumerate(job_overrides):
+            num = initial_job_idx + i
+            ovr = list(overrides)
+            if checked and i >= keep:
+                jobs.append(_Job(num, ovr, None, None))
+                continue
+            job_cfg = hydra_context.config_loader.load_sweep_config(config, ovr)
+            plan: Plan | None = None
+            if is_areal_config(job_cfg) and not checked:
+                try:
+                    plan = _validate(job_cfg)
+                except AllocationError as err:
+                    failures.append((num, ovr, str(err)))
+                except OmegaConfBaseException as err:
+                    failures.append((num, ovr, f"{type(err).__name__}: {err}"))
+            jobs.append(_Job(num, ovr, job_cfg if i < keep else None, plan))
+            progress.advance()
+    if failures and stop:
+        raise ConfigCompositionException(
+            failure_message(failures, total, whole_sweep=whole_sweep, launched=launched)
+        ) from AllocationError(f"{len(failures)} of {total} jobs failed validation")
+    return jobs, failures
 
 
 def _validate(job_cfg: DictConfig) -> Plan:
@@ -142,13 +266,28 @@ def is_areal_config(cfg: Any) -> bool:
     return has_engines(cfg)
 
 
-def failure_message(failures: Sequence[tuple[int, Sequence[str], str]], total: int) -> str:
-    """The compact error for a batch: every failing job, its overrides and its reason."""
+def failure_message(
+    failures: Sequence[tuple[int, Sequence[str], str]],
+    total: int,
+    *,
+    whole_sweep: bool = False,
+    launched: int = 0,
+) -> str:
+    """The compact error: every failing job (its global number, overrides and reason),
+    and exactly what was and was not launched."""
     n = len(failures)
-    head = (
-        f"areal launcher: {n} of {total} {'job' if total == 1 else 'jobs'} "
-        f"failed validation; no job was launched."
-    )
+    jobs = "job" if total == 1 else "jobs"
+    if launched:
+        head = (
+            f"areal launcher: {n} of {total} {jobs} in this batch failed validation; no job "
+            f"of this batch was launched ({launched} {'job' if launched == 1 else 'jobs'} "
+            "of earlier batches were)."
+        )
+    else:
+        whole = " of the sweep" if whole_sweep else ""
+        head = (
+            f"areal launcher: {n} of {total} {jobs}{whole} failed validation; no job was launched."
+        )
     parts = [head]
     for num, overrides, reason in failures:
         parts.append(f"\n#{num} {format_overrides(overrides)}")

@@ -50,6 +50,10 @@ def sweep(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[J
     assert sweeper.hydra_context is not None
 
     jobs = job_overrides(sweeper, arguments)
+    check_job_count(len(jobs), sweeper.max_jobs)
+    expect_sweep = getattr(sweeper.launcher, "expect_sweep", None)
+    if callable(expect_sweep):
+        expect_sweep(jobs)  # the validating launcher checks the whole sweep first
     sweeper.overrides = list(BasicSweeper.split_overrides_to_chunks(jobs, sweeper.max_batch_size))
     sweeper.batch_index = 0
 
@@ -70,6 +74,22 @@ def sweep(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[J
         initial_job_idx += len(batch)
         returns.append(list(results))
     return returns
+
+
+def check_job_count(n_jobs: int, max_jobs: int | None) -> None:
+    """Refuse a sweep of more than ``max_jobs`` jobs (None: no limit), saying how many
+    there are and how to narrow them."""
+    if max_jobs is None or n_jobs <= max_jobs:
+        return
+    reason = f"{NAME}: the sweep has {n_jobs:,} jobs, more than hydra.sweeper.max_jobs"
+    raise ConfigCompositionException(
+        f"{NAME}: the sweep has {n_jobs:,} jobs, more than hydra.sweeper.max_jobs="
+        f"{max_jobs:,}\nhint: narrow the layouts: cap tensor parallelism "
+        "(a smaller hydra.sweeper.max_tp), sweep another GPU count (hydra.sweeper.gpus), set the "
+        "model shape (model.num_layers, model.num_attention_heads, model.num_experts) so "
+        "that only layouts that fit it are listed, sweep fewer other values; or raise "
+        f"hydra.sweeper.max_jobs={n_jobs} to run them all"
+    ) from AllocationError(reason)
 
 
 def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[str]]:

@@ -37,6 +37,8 @@ class AReaLLayoutsSweeperConf:
     gpus: int | None = None
     # Largest tp (and expert tp); null: cluster.n_gpus_per_node.
     max_tp: int | None = None
+    # Refuse a sweep of more jobs than this (null: no limit); the message says how many.
+    max_jobs: int | None = 1000
     # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
     max_batch_size: int | None = None
     # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.
@@ -62,8 +64,10 @@ class AReaLLayoutsSweeper(BasicSweeper):
         max_tp: int | None = None,
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
+        max_jobs: int | None = 1000,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
+        self.max_jobs = max_jobs
         self.engine = engine
         self.backend = backend
         self.gpus = gpus

@@ -1,0 +1,177 @@
+"""Run an application so that an invalid config ends in one message, never a traceback.
+
+:func:`run_validated` wraps the entry point of a Hydra application (the function
+decorated with ``@hydra.main``). Whatever path the bad input takes—the task calling
+``validate(cfg)``, ``--cfg job --resolve`` expanding an ``allocation`` node, the ``areal``
+launcher rejecting a multirun, an interpolation that cannot be resolved—the user sees
+one message on stderr and the process exits with :data:`EXIT_INVALID`, in a single run
+and in a multirun alike. Errors that are not about the config keep their traceback.
+
+This module imports no Hydra and no OmegaConf: it recognises their exceptions by the
+modules that define them, which are loaded whenever such an exception exists.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO, TypeVar
+
+from areal_conf.engines import unresolvable
+from areal_conf.errors import AllocationError
+
+T = TypeVar("T")
+
+#: Exit status for an invalid allocation or config, single run and multirun alike.
+#: Other errors Hydra reports itself (an unknown override key, bad override syntax)
+#: keep Hydra's status 1.
+EXIT_INVALID = 2
+EXIT_HYDRA = 1
+
+_FULL_ERROR = "HYDRA_FULL_ERROR"
+
+
+def run_validated(
+    main: Callable[..., T],
+    *args: Any,
+    argv: Sequence[str] | None = None,
+    stderr: TextIO | None = None,
+    **kwargs: Any,
+) -> T:
+    """Call ``main(*args, **kwargs)`` and turn a config error into one message and exit.
+
+    * an :class:`AllocationError` from anywhere (the task, a resolver during
+      ``--cfg job --resolve``): ``error: invalid allocation`` and the error, exit 2;
+    * the ``areal`` launcher's list of invalid jobs: that list, exit 2;
+    * an OmegaConf error (an interpolation that does not resolve, a missing ``???``
+      value): its key (or the override that introduced it), the value and a fix, exit 2;
+    * any other error Hydra reports compactly: its message, exit 1, as Hydra does;
+    * a closed stdout (``--help | head``): quietly, exit 1.
+
+    Hydra prints a traceback for most exceptions before this function could see them;
+    so for the duration of the call it asks Hydra to re-raise them instead
+    (``HYDRA_FULL_ERROR=1``), and restores the variable afterwards. ``argv`` (default
+    ``sys.argv[1:]``) is where an interpolation error without a key is looked up.
+    With ``HYDRA_FULL_ERROR`` already set, errors are left alone (full tracebacks).
+    """
+    out = sys.stderr if stderr is None else stderr
+    if os.environ.get(_FULL_ERROR):
+        return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
+    with _hydra_reraises():
+        try:
+            return main(*args, **kwargs)
+        except BrokenPipeError:
+            raise SystemExit(reader_went_away()) from None
+        except Exception as exc:
+            reported = report(exc, sys.argv[1:] if argv is None else argv)
+            if reported is None:
+                raise
+            message, status = reported
+            print(message, file=out)
+            raise SystemExit(status) from None
+
+
+def reader_went_away() -> int:
+    """After a BrokenPipeError on stdout (``... | head``): not an error of ours. Point
+    stdout at devnull so the interpreter's final flush does not fail again, and return
+    the exit status to use (1, as Python's documentation suggests)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
+
+
+def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | None:
+    """The message and exit status :func:`run_validated` gives for ``exc``, or None for
+    an error that is not about the config (it keeps its traceback)."""
+    if isinstance(exc, AllocationError):
+        return f"error: invalid allocation\n{exc}", EXIT_INVALID
+    if _is_compact_hydra_error(exc):
+        text = str(exc)
+        if isinstance(exc.__cause__, AllocationError):
+            return text, EXIT_INVALID  # the areal launcher's list of invalid jobs
+        if _is_omegaconf_error(exc.__cause__):
+            text += "\n" + str(exc.__cause__)
+        return text, EXIT_HYDRA
+    if _is_omegaconf_error(exc):
+        return _omegaconf_message(exc, argv), EXIT_INVALID
+    return None
+
+
+def _omegaconf_message(exc: BaseException, argv: Sequence[str]) -> str:
+    allocation = next((e for e in _chain(exc) if isinstance(e, AllocationError)), None)
+    key = getattr(exc, "full_key", None) or None
+    if allocation is not None:
+        # A resolver (an `allocation` node) rejected a backend string: name the key the
+        # string came from when the command line gave it.
+        if key is None and isinstance(allocation.spec, str) and allocation.spec:
+            found = _override_for([allocation.spec], argv, interpolation=False)
+            key = None if found is None else found.partition("=")[0]
+        return "error: invalid allocation\n" + str(
+            allocation.with_context(key) if key else allocation
+        )
+    value: object = None
+    if key is None:
+        reason = str(unresolvable(None, exc).reason)
+        quoted = [part for i, part in enumerate(reason.split("'")) if i % 2 == 1 and part]
+        found = _override_for(quoted, argv, interpolation=True)
+        if found is not None:
+            key, _, value = found.partition("=")
+    else:
+        node = getattr(exc, "child_node", None)
+        value = node._value() if node is not None and hasattr(node, "_value") else None
+    error = unresolvable(key, exc, value)
+    if not key:
+        error = AllocationError(
+            error.reason,
+            value,
+            None,
+            hint=error.hint + "; python train.py --cfg job shows the config as composed",
+        )
+    return "error: invalid config\n" + str(error)
+
+
+def _override_for(names: Sequence[str], argv: Sequence[str], *, interpolation: bool) -> str | None:
+    """The command-line override (``key=value``) an error is about: the first whose value
+    contains one of ``names`` (the names an OmegaConf message quotes, or the rejected
+    backend string), and with ``interpolation`` only values holding ``${``."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or (interpolation and "${" not in value):
+            continue
+        if any(name in value for name in names):
+            return f"{key.lstrip('+~')}={value}"
+    return None
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _defined_in(exc: object, module: str, name: str) -> bool:
+    # The module is loaded whenever one of its exceptions exists; never import it here.
+    mod = sys.modules.get(module)
+    cls = getattr(mod, name, None) if mod is not None else None
+    return isinstance(cls, type) and isinstance(exc, cls)
+
+
+def _is_compact_hydra_error(exc: object) -> bool:
+    return _defined_in(exc, "hydra.errors", "CompactHydraException")
+
+
+def _is_omegaconf_error(exc: object) -> bool:
+    return _defined_in(exc, "omegaconf.errors", "OmegaConfBaseException")
+
+
+@contextmanager
+def _hydra_reraises() -> Iterator[None]:
+    os.environ[_FULL_ERROR] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_FULL_ERROR, None)

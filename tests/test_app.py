@@ -1,0 +1,328 @@
+"""One message, never a traceback (issue 12): ``areal_conf.run_validated`` and what
+``train.py`` prints for every bad input a user can reach; ``from areal_conf import
+validate``; the CLI behind a closed pipe; progress of long validations."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import InterpolationKeyError
+
+import areal_conf
+import areal_conf.config
+from areal_conf import AllocationError, parse_backend
+from areal_conf.app import EXIT_HYDRA, EXIT_INVALID, report, run_validated
+from areal_conf.progress import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def raised(action: Callable[[], Any]) -> BaseException:
+    try:
+        action()
+    except Exception as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def bad_backend() -> BaseException:
+    return raised(lambda: parse_backend("fsdp:d4p2"))
+
+
+def launcher_list() -> BaseException:
+    exc = ConfigCompositionException("areal launcher: 1 of 3 jobs failed validation; ...")
+    exc.__cause__ = AllocationError("1 of 3 jobs failed validation")
+    return exc
+
+
+def hydra_override_error() -> BaseException:
+    exc = ConfigCompositionException("Could not override 'foo'.")
+    exc.__cause__ = InterpolationKeyError("Key 'foo' not in 'AReaLConfig'")
+    return exc
+
+
+def resolve(yaml: str) -> Callable[[], BaseException]:
+    return lambda: raised(lambda: OmegaConf.to_container(OmegaConf.create(yaml), resolve=True))
+
+
+# input -> (message parts, exit status); None: not ours, the traceback stays
+REPORTS: list[tuple[str, Callable[[], BaseException], list[str], tuple[str, ...], int | None]] = [
+    (
+        "allocation error",
+        bad_backend,
+        [],
+        ("error: invalid allocation\nfsdp does not support pipeline parallelism (p)", "^^"),
+        EXIT_INVALID,
+    ),
+    (
+        "the launcher's list of invalid jobs",
+        launcher_list,
+        [],
+        ("areal launcher: 1 of 3 jobs failed validation; ...",),
+        EXIT_INVALID,
+    ),
+    (
+        "another compact Hydra error keeps Hydra's status",
+        hydra_override_error,
+        [],
+        ("Could not override 'foo'.\nKey 'foo' not in 'AReaLConfig'",),
+        EXIT_HYDRA,
+    ),
+    (
+        "interpolation with its key (OmegaConf knows it)",
+        resolve("actor:\n  backend: ${nope}\n"),
+        [],
+        (
+            "error: invalid config\nactor.backend: Interpolation key 'nope' not found\n"
+            "    ${nope}\nhint: fix the interpolation",
+            "e.g. actor.backend=fsdp:d8",
+        ),
+        EXIT_INVALID,
+    ),
+    (
+        "interpolation without its key: the override that wrote it",
+        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        ["-m", "critic.backend=${actor.nope}"],
+        (
+            "critic.backend: Interpolation key 'actor.nope' not found\n    ${actor.nope}\n",
+            "e.g. critic.backend=fsdp:d8",
+        ),
+        EXIT_INVALID,
+    ),
+    (
+        "interpolation found nowhere",
+        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        [],
+        (
+            "a value of the config cannot be resolved: Interpolation key 'actor.nope' not found",
+            "--cfg job shows the config",
+        ),
+        EXIT_INVALID,
+    ),
+    (
+        "a resolver's allocation error: the override that holds the string",
+        resolve("rollout:\n  x: ${areal.alloc:fsdp:d4p2}\n"),
+        ["--cfg", "job", "--resolve", "rollout.backend=fsdp:d4p2"],
+        ("error: invalid allocation\nrollout.x: fsdp does not support pipeline",),
+        EXIT_INVALID,
+    ),
+    ("a bug", lambda: KeyError("x"), [], (), None),
+]
+
+
+@pytest.mark.parametrize(
+    "make, argv, parts, status",
+    [row[1:] for row in REPORTS],
+    ids=[row[0] for row in REPORTS],
+)
+def test_report(
+    make: Callable[[], BaseException], argv: list[str], parts: tuple[str, ...], status: int | None
+) -> None:
+    got = report(make(), argv)
+    if status is None:
+        assert got is None
+        return
+    assert got is not None
+    message, code = got
+    assert code == status
+    for part in parts:
+        assert part in message
+    assert "Traceback" not in message
+
+
+def test_run_validated_prints_one_message_and_exits() -> None:
+    def main() -> None:
+        assert os.environ["HYDRA_FULL_ERROR"] == "1"  # Hydra re-raises instead of printing
+        parse_backend("d4t2")
+
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as info:
+        run_validated(main, argv=[], stderr=err)
+    assert info.value.code == EXIT_INVALID
+    assert err.getvalue().startswith("error: invalid allocation\nno backend prefix\n")
+    assert "HYDRA_FULL_ERROR" not in os.environ
+
+
+def test_run_validated_returns_the_result_and_leaves_bugs_alone() -> None:
+    assert run_validated(lambda x: x + 1, 1) == 2
+    with pytest.raises(ZeroDivisionError):
+        run_validated(lambda: 1 / 0)
+    assert "HYDRA_FULL_ERROR" not in os.environ
+
+
+def test_run_validated_leaves_errors_alone_under_hydra_full_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(AllocationError):
+        run_validated(lambda: parse_backend("d4t2"))
+    assert os.environ["HYDRA_FULL_ERROR"] == "1"
+
+
+def test_validate_is_the_function() -> None:
+    from areal_conf import validate
+
+    assert callable(validate) and validate.__module__ == "areal_conf.validate"
+    assert areal_conf.validate is validate
+    import areal_conf.validate as module  # the submodule is still importable by name
+
+    assert sys.modules["areal_conf.validate"].validate is validate
+    assert module is validate  # `import a.b as m` reads the package attribute: the function
+    plan = validate(
+        {
+            "rollout": {"backend": "sglang:d2t4"},
+            "actor": {"backend": "fsdp:d8"},
+            "cluster": {"n_nodes": 2},
+        }
+    )
+    assert plan.used_gpus == 16
+
+
+# --------------------------------------------------------------- train.py end to end
+
+
+def run_train(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    return subprocess.run(
+        [sys.executable, "train.py", *args, f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["--cfg", "job", "--resolve", "actor.backend=fsdp:d4p2"],
+            "error: invalid allocation\nactor.backend: fsdp does not support pipeline "
+            "parallelism (p)\n    fsdp:d4p2\n           ^^\nhint: pipeline parallelism needs "
+            "megatron or archon, e.g. megatron:d4p2\n",
+        ),
+        (
+            ["actor.backend=${oc.env:NO_SUCH_VAR}"],
+            "error: invalid allocation\nactor.backend: Environment variable 'NO_SUCH_VAR' not "
+            "found\n    ${oc.env:NO_SUCH_VAR}\nhint: fix the interpolation (the referenced key "
+            "or environment variable) or write the value itself, e.g. actor.backend=fsdp:d8\n",
+        ),
+        (
+            ["critic.backend=${actor.nope}"],
+            "error: invalid allocation\ncritic.backend: Interpolation key 'actor.nope' not found\n"
+            "    ${actor.nope}\nhint: fix the interpolation (the referenced key or environment "
+            "variable) or write the value itself, e.g. critic.backend=fsdp:d8\n",
+        ),
+    ],
+)
+def test_train_prints_one_message_for(args: list[str], expected: str, tmp_path: Path) -> None:
+    out = run_train(args, tmp_path)
+    assert out.returncode == EXIT_INVALID
+    assert out.stderr.endswith(expected)
+    assert "Traceback" not in out.stderr
+
+
+def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(tmp_path: Path) -> None:
+    single = run_train(["actor.backend=d4t2"], tmp_path)
+    multi = run_train(
+        ["-m", "actor.backend=d4t2,fsdp:d8", f"hydra.sweep.dir={tmp_path}/m"], tmp_path
+    )
+    assert single.returncode == multi.returncode == EXIT_INVALID
+    assert "no backend prefix" in single.stderr and "no backend prefix" in multi.stderr
+    good = run_train(["actor.backend=fsdp:d8"], tmp_path)
+    assert good.returncode == 0, good.stderr
+
+
+def test_train_help_into_head_is_not_an_error() -> None:
+    out = subprocess.run(
+        f"{sys.executable} train.py --help | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.stdout == "train is powered by Hydra.\n"
+    assert out.stderr == ""
+
+
+def test_layouts_into_head_is_not_an_error() -> None:
+    # far more than a pipe buffer of output; head closes the pipe after one line
+    out = subprocess.run(
+        f"{sys.executable} -m areal_conf layouts megatron --gpus 55440 --max-tp none "
+        "--model num_experts=64 | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.stdout == "megatron:d55440\n"
+    assert out.stderr == ""
+
+
+# --------------------------------------------------------------- progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run_progress(stream: io.StringIO, step: float, total: int = 100) -> list[str]:
+    clock, lines = Clock(), []
+    with Progress(
+        total,
+        "validating jobs",
+        log=lines.append,
+        stream=stream,
+        clock=clock,
+        delay=2.0,
+        interval=10.0,
+    ) as p:
+        for _ in range(total):
+            clock.now += step
+            p.advance()
+    return lines
+
+
+def test_short_loops_show_nothing() -> None:
+    stream = Terminal()
+    assert run_progress(stream, step=0.01) == []
+    assert stream.getvalue() == ""
+
+
+def test_log_lines_now_and_then_when_not_a_terminal() -> None:
+    stream = io.StringIO()
+    lines = run_progress(stream, step=0.5)  # 50 s in all
+    assert lines[0] == "validating jobs: 4 of 100 (2 s)"
+    assert lines[1] == "validating jobs: 24 of 100 (12 s)"
+    assert len(lines) == 6 and lines[-1] == "validating jobs: 100 of 100 in 50.0 s"
+    assert stream.getvalue() == ""
+
+
+def test_a_bar_on_a_terminal() -> None:
+    stream = Terminal()
+    lines = run_progress(stream, step=0.5)
+    drawn = stream.getvalue()
+    assert "\rvalidating jobs [" in drawn and "] 100/100" in drawn
+    assert drawn.endswith("\r")  # cleared at the end
+    assert lines == ["validating jobs: 100 of 100 in 50.0 s"]
