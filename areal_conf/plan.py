@@ -7,6 +7,7 @@ from typing import Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
+from areal_conf.memory import MemoryEstimate
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -21,6 +22,7 @@ class EnginePlan:
     inherited_from: str | None = None  # critic/ref with an empty backend use actor's
     colocated_with: str | None = None
     slots: tuple[Slot, ...] = ()
+    memory: MemoryEstimate | None = None  # per GPU; None when the model shape is unknown
 
     @property
     def enabled(self) -> bool:
@@ -63,6 +65,7 @@ class EnginePlan:
             "colocated_with": self.colocated_with,
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],
+            "memory": None if self.memory is None else self.memory.gb(),
         }
 
 
@@ -72,6 +75,7 @@ class Plan:
     n_nodes: int
     n_gpus_per_node: int
     warnings: tuple[str, ...] = field(default=())
+    memory_note: str = ""  # why no engine has a memory estimate, when none has
 
     @property
     def available_gpus(self) -> int:
@@ -108,20 +112,24 @@ class Plan:
             },
             "engines": {name: e.to_dict() for name, e in self.engines.items()},
             "warnings": list(self.warnings),
+            "memory_note": self.memory_note or None,
         }
 
     def table(self) -> str:
-        header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes")
+        header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
         rows = [header]
         for e in self.engines.values():
             if e.allocation is None:
-                rows.append((e.name, "(disabled)", "", "0", "", ""))
+                rows.append((e.name, "(disabled)", "", "0", "", "", ""))
                 continue
             backend = str(e.allocation)
             if e.inherited_from:
                 backend += f" (= {e.inherited_from}.backend)"
             scheduling = f"colocated with {e.colocated_with}" if e.colocated_with else "separate"
-            rows.append((e.name, backend, e.dims_text(), str(e.gpus), scheduling, _ranges(e.nodes)))
+            memory = "?" if e.memory is None else f"{e.memory.total / 1e9:.1f}"
+            rows.append(
+                (e.name, backend, e.dims_text(), str(e.gpus), scheduling, _ranges(e.nodes), memory)
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = [
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -133,6 +141,8 @@ class Plan:
             f"({self.n_nodes} node{'s' if self.n_nodes != 1 else ''} × {self.n_gpus_per_node}), "
             f"{self.idle_gpus} idle"
         )
+        if self.memory_note:
+            lines.append(self.memory_note)
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 

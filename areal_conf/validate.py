@@ -31,9 +31,14 @@ def validate(cfg: Any) -> Plan:
     engines = {name: _engine(name, cfg) for name in ENGINES}
     _check_colocation(cfg, engines)
     _check_capacity(engines, n_nodes, n_gpus_per_node)
-    model = cfg.get("model")
+    model = _model_section(cfg)
     if model:
         _check_model(engines, model)
+    # -- memory (issue 14): every engine's per-GPU need against cluster.gpu_memory_gb
+    from areal_conf.fit import check_memory
+
+    memory = check_memory(cfg, engines, model, n_nodes, n_gpus_per_node)
+    # --
     separated = [
         (name, e.allocation)
         for name, e in engines.items()
@@ -43,8 +48,8 @@ def validate(cfg: Any) -> Plan:
     placed = {}
     for name, e in engines.items():
         owner = e.colocated_with or name
-        placed[name] = replace(e, slots=slots.get(owner, ()))
-    return Plan(placed, n_nodes, n_gpus_per_node)
+        placed[name] = replace(e, slots=slots.get(owner, ()), memory=memory.estimates.get(name))
+    return Plan(placed, n_nodes, n_gpus_per_node, memory.warnings, memory_note=memory.note)
 
 
 def check_allocation_mode(value: object) -> None:
@@ -215,10 +220,21 @@ def _check_capacity(engines: dict[str, EnginePlan], n_nodes: int, per_node: int)
     )
 
 
-def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
-    from areal_conf.model_checks import check_model
+def _model_section(cfg: Any) -> dict[str, Any]:
+    """The model section, its blanks filled from model.hf_config or a local actor.path."""
+    from areal_conf.model_shape import check_shape_values, merge_model
 
+    model = cfg.get("model") or {}
     section = {k: model.get(k) for k in model}
+    check_shape_values(section)
+    actor = cfg.get("actor")
+    return merge_model(section, None if actor is None else actor.get("path"))
+
+
+def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
+    from areal_conf.model_checks import MODEL_KEYS, check_model
+
+    section = {k: model.get(k) for k in MODEL_KEYS}
     for name, e in engines.items():
         if e.allocation is not None:
             check_model(name, e.allocation, section)
