@@ -19,18 +19,19 @@ Keys read (all optional; AReaL's defaults otherwise): ``cluster.gpu_memory_gb``,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from areal_conf.errors import AllocationError
 from areal_conf.memory import (
     DEFAULT_GPU_MEMORY_GB,
     GB,
+    GroupNeed,
+    Member,
     MemoryEstimate,
-    estimate,
     find_fix,
+    group_need,
 )
 from areal_conf.model_shape import ModelShape, model_shape
 
@@ -123,26 +124,114 @@ def check_memory(
     n_nodes: int,
     n_gpus_per_node: int,
 ) -> MemoryCheck:
-    """Estimate every enabled engine; raise AllocationError when one does not fit."""
+    """Estimate every enabled engine; raise AllocationError when a GPU does not fit.
+
+    Engines that share GPUs (colocation) are checked together: the resident ones add
+    up, an offloaded one counts only while it runs.
+    """
     enabled = {n: e for n, e in engines.items() if e.allocation is not None}
     shape = model_shape(model or {})
     if isinstance(shape, str):
         return MemoryCheck(dict.fromkeys(enabled), "memory not checked: " + shape)
     budget = gpu_memory_gb(cfg) * GB
-    estimates: dict[str, MemoryEstimate | None] = {}
-    knobs_of: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[Member]] = {}
     for name, e in enabled.items():
         alloc = e.allocation
         assert alloc is not None
-        knobs = engine_knobs(cfg, name, alloc.is_inference, alloc.backend)
-        knobs_of[name] = knobs
-        est = estimate(alloc, shape, **knobs)
-        estimates[name] = est
-        if not est.fits:
-            used = sum(x.gpus for x in enabled.values() if not x.colocated_with)
-            raise _does_not_fit(name, e, est, shape, knobs, n_nodes, n_gpus_per_node, used)
-    _check_shared_gpus(cfg, enabled, estimates, budget)
+        owner = e.colocated_with or name
+        member = Member(
+            name,
+            alloc,
+            engine_knobs(cfg, name, alloc.is_inference, alloc.backend),
+            follows=owner == name or e.inherited_from == owner,
+            offloaded=offloaded(cfg, name, alloc.is_inference),
+        )
+        if owner == name:
+            groups.setdefault(owner, []).insert(0, member)
+        else:
+            groups.setdefault(owner, []).append(member)
+    estimates: dict[str, MemoryEstimate | None] = {}
+    used = sum(e.gpus for e in enabled.values() if not e.colocated_with)
+    for members in groups.values():
+        need = group_need(members, shape)
+        estimates.update(need.estimates)
+        if not need.fits(budget):
+            raise _does_not_fit(cfg, members, need, shape, budget, n_nodes, n_gpus_per_node, used)
     return MemoryCheck(estimates, warnings=tuple(_kv_warnings(estimates)))
+
+
+def _does_not_fit(
+    cfg: Any,
+    members: list[Member],
+    need: GroupNeed,
+    shape: ModelShape,
+    budget: float,
+    n_nodes: int,
+    per_node: int,
+    used_gpus: int,
+) -> AllocationError:
+    cap = budget / GB
+    owner = members[0]
+    alloc = owner.allocation
+    starved = [m for m in members if not need.estimates[m.name].fits]
+    if starved and starved[0].allocation.is_inference:
+        m = starved[0]
+        est = need.estimates[m.name]
+        reason = (
+            f"{m.name}: {m.allocation} needs {est.weights / GB:.1f} GB of weights per GPU but "
+            f"reserves {est.total / GB:.1f} GB ({_fraction_key(m.allocation.backend)} of a "
+            f"{cap:g} GB GPU): no room for the KV cache"
+        )
+    else:
+        term, size, whose = max(
+            ((*need.estimates[m.name].biggest(), m.name) for m in members),
+            key=lambda item: item[1],
+        )
+        if len(members) == 1:
+            est = need.estimates[owner.name]
+            reason = (
+                f"{owner.name}: {alloc} needs {est.total / GB:.1f} GB per GPU but a GPU has "
+                f"{cap:g} GB (cluster.gpu_memory_gb); the biggest term is "
+                f"{term.replace('_', ' ')} ({size / GB:.1f} GB): {est.breakdown()}"
+            )
+        else:
+            parts = ", ".join(
+                f"{m.name} {need.estimates[m.name].total / GB:.1f}"
+                + (" (offloaded while the others run)" if m.offloaded else "")
+                for m in members
+            )
+            reason = (
+                f"{', '.join(m.name for m in members)} share {owner.name}'s GPUs ({alloc}) and "
+                f"together need {need.total / GB:.1f} GB per GPU but a GPU has {cap:g} GB "
+                f"(cluster.gpu_memory_gb): {parts}; the biggest term is {whose}'s "
+                f"{term.replace('_', ' ')} ({size / GB:.1f} GB)"
+            )
+    hints: list[str] = []
+    fix = find_fix(members, shape, budget=budget, n_gpus_per_node=per_node)
+    if fix is not None:
+        changes = fix.text()
+        if fix.gpus != alloc.world_size:
+            nodes = -(-(used_gpus - alloc.world_size + fix.gpus) // per_node)
+            if nodes > n_nodes:
+                changes += f" cluster.n_nodes={nodes}"
+        shown = ", ".join(f"{n} {e.total / GB:.1f}" for n, e in fix.need.estimates.items())
+        hint = f"this would fit: {changes} (GB per GPU: {shown})"
+        if fix.gpus != alloc.world_size:
+            hint += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
+        hints.append(hint)
+    resident_trainers = [m for m in members if not m.allocation.is_inference and not m.offloaded]
+    if len(members) > 1 and resident_trainers:
+        swapped = [replace(m, offloaded=True) if m in resident_trainers else m for m in members]
+        if group_need(swapped, shape).fits(budget):
+            hints.append(
+                "or ++enable_offload=true: training engines leave the GPUs while the others run"
+            )
+    if not hints:
+        hints.append(
+            f"no {alloc.backend} layout on up to 64 times the GPUs fits: use a smaller "
+            "model, LoRA, or offload"
+        )
+    return AllocationError(reason, str(alloc), None, hint="; ".join(hints))
 
 
 def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
@@ -162,118 +251,7 @@ def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
     return found
 
 
-def _does_not_fit(
-    name: str,
-    e: EnginePlan,
-    est: MemoryEstimate,
-    shape: ModelShape,
-    knobs: Mapping[str, Any],
-    n_nodes: int,
-    per_node: int,
-    used_gpus: int,
-) -> AllocationError:
-    alloc = e.allocation
-    assert alloc is not None
-    cap = est.capacity / GB
-    if est.kind == "inference":
-        key = _fraction_key(e)
-        reason = (
-            f"{name}: {alloc} needs {est.weights / GB:.1f} GB of weights per GPU but reserves "
-            f"{est.total / GB:.1f} GB ({key} of a {cap:g} GB GPU): no room for the KV cache"
-        )
-    else:
-        term, size = est.biggest()
-        reason = (
-            f"{name}: {alloc} needs {est.total / GB:.1f} GB per GPU but a GPU has {cap:g} GB "
-            f"(cluster.gpu_memory_gb); the biggest term is {term.replace('_', ' ')} "
-            f"({size / GB:.1f} GB): {est.breakdown()}"
-        )
-    fix = find_fix(name, alloc, shape, knobs, budget=est.capacity, n_gpus_per_node=per_node)
-    if fix is None:
-        hint = "no layout of this backend up to 64 times the GPUs fits: use a smaller model"
-        if est.kind != "inference":
-            hint += ", LoRA, or offload"
-    else:
-        changes = fix.text()
-        if fix.gpus != alloc.world_size and not e.colocated_with:
-            needed = used_gpus - alloc.world_size + fix.gpus
-            nodes = -(-needed // per_node)
-            if nodes > n_nodes:
-                changes += f" cluster.n_nodes={nodes}"
-        after = fix.estimate
-        shown = (
-            f"{after.weights / GB:.1f} GB of weights in a {after.total / GB:.1f} GB reservation"
-            if after.kind == "inference"
-            else f"{after.total / GB:.1f} GB per GPU"
-        )
-        hint = f"this would fit: {changes} ({shown})"
-        if fix.gpus != alloc.world_size:
-            hint += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
-    return AllocationError(reason, str(alloc), None, hint=hint)
-
-
-def _check_shared_gpus(
-    cfg: Any,
-    engines: Mapping[str, EnginePlan],
-    estimates: Mapping[str, MemoryEstimate | None],
-    budget: float,
-) -> None:
-    """Colocated engines add up on their GPUs; an offloaded one only while it runs."""
-    groups: dict[str, list[str]] = {}
-    for name, e in engines.items():
-        groups.setdefault(e.colocated_with or name, []).append(name)
-    for owner, members in groups.items():
-        if len(members) < 2:
-            continue
-        resident = [m for m in members if not offloaded(cfg, m, _inference(engines[m]))]
-        swapped = [m for m in members if m not in resident]
-
-        def total(m: str) -> float:
-            est = estimates[m]
-            return 0.0 if est is None else est.total
-
-        need = sum(total(m) for m in resident) + max((total(m) for m in swapped), default=0.0)
-        if need <= budget:
-            continue
-        parts = " + ".join(f"{m} {total(m) / GB:.1f}" for m in resident)
-        if swapped:
-            parts += (
-                " + the largest offloaded ("
-                + ", ".join(swapped)
-                + ") "
-                + (f"{max(total(m) for m in swapped) / GB:.1f}")
-            )
-        trainers = [m for m in resident if not _inference(engines[m])]
-        hints = []
-        if trainers and len(resident) > 1:
-            hints.append("enable_offload=true (training engines leave the GPUs while others run)")
-        for m in resident:
-            est = estimates[m]
-            if est is not None and est.kind == "inference":
-                others = need - est.total
-                fraction = math.floor((budget - others) / est.capacity * 100) / 100
-                if fraction > 0 and fraction * est.capacity > est.weights:
-                    key = _fraction_key(engines[m])
-                    hints.append(f"{key}={fraction:.2f}")
-        hints.append(
-            f"or give {', '.join(m for m in members if m != owner)} GPUs of "
-            "their own (scheduling_strategy.type=separation)"
-        )
-        raise AllocationError(
-            f"{', '.join(members)} share {owner}'s GPUs and together need {need / GB:.1f} GB "
-            f"per GPU ({parts}) but a GPU has {budget / GB:g} GB (cluster.gpu_memory_gb)",
-            None,
-            None,
-            hint="; ".join(hints),
-        )
-
-
-def _inference(e: EnginePlan) -> bool:
-    return e.allocation is not None and e.allocation.is_inference
-
-
-def _fraction_key(e: EnginePlan) -> str:
-    assert e.allocation is not None
-    if e.allocation.backend == "sglang":
+def _fraction_key(backend: str) -> str:
+    if backend == "sglang":
         return "sglang.mem_fraction_static"
     return "vllm.gpu_memory_utilization"

@@ -495,15 +495,88 @@ def _allocation(value: ModelAllocation | str) -> ModelAllocation:
     return parse_backend(value)
 
 
-# -- fixes -----------------------------------------------------------------------------
+# -- engines sharing GPUs, and fixes ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """One engine on a group of GPUs (the owner first, then its colocated engines).
+
+    ``follows``: the engine runs the owner's layout (it is the owner, or its backend is
+    inherited from the owner), so a new layout of the owner is its new layout too.
+    ``offloaded``: it leaves the GPUs while the others run (AReaL's offload).
+    """
+
+    name: str
+    allocation: ModelAllocation
+    knobs: Mapping[str, Any]
+    follows: bool = True
+    offloaded: bool = False
+
+
+@dataclass(frozen=True)
+class GroupNeed:
+    """What a group of engines needs on each of its GPUs."""
+
+    estimates: dict[str, MemoryEstimate]
+    total: float  # resident engines, plus the largest offloaded one while it runs
+
+    def fits(self, budget: float) -> bool:
+        return self.total <= budget and all(e.fits for e in self.estimates.values())
+
+
+def group_need(
+    members: list[Member],
+    shape: ModelShape,
+    layout: ModelAllocation | None = None,
+    change: Mapping[str, Any] | None = None,
+) -> GroupNeed:
+    """Estimate every member (with the owner's ``layout`` and the knob ``change`` for
+    training members, when given) and add them up as they share the GPUs."""
+    estimates: dict[str, MemoryEstimate] = {}
+    resident = 0.0
+    swapped = 0.0
+    for m in members:
+        alloc = _follow(m, layout)
+        knobs = dict(m.knobs)
+        if change and not alloc.is_inference:
+            knobs.update(change)  # recompute is ignored by engines that do not train
+        est = estimate(alloc, shape, **knobs)
+        estimates[m.name] = est
+        if m.offloaded:
+            swapped = max(swapped, est.total)
+        else:
+            resident += est.total
+    return GroupNeed(estimates, resident + swapped)
+
+
+def _follow(m: Member, layout: ModelAllocation | None) -> ModelAllocation:
+    """The member's allocation once the owner takes ``layout``."""
+    if layout is None:
+        return m.allocation
+    if m.follows or (not m.allocation.is_inference and m.allocation.backend == layout.backend):
+        return layout
+    if m.allocation.world_size == layout.world_size:
+        return m.allocation
+    if m.allocation.is_inference and layout.world_size % m.allocation.instance_size == 0:
+        from areal_conf.parser import parse_backend
+
+        p = m.allocation.parallel
+        instances = layout.world_size // m.allocation.instance_size
+        return parse_backend(f"{m.allocation.backend}:d{instances}p{p.pp_size}t{p.tp_size}")
+    return m.allocation  # cannot follow: the layout is rejected by the caller
 
 
 @dataclass(frozen=True)
 class Fix:
-    """A change that makes an engine fit: overrides (key, value) and the estimate after."""
+    """A change that makes a group fit: overrides (key, value) and the need after it.
+
+    AReaL's own keys that the schema may not declare (``gradient_checkpointing``,
+    ``mb_spec``) are written ``++key``: Hydra adds or sets them either way.
+    """
 
     changes: tuple[tuple[str, str], ...]
-    estimate: MemoryEstimate
+    need: GroupNeed
     gpus: int
 
     def text(self) -> str:
@@ -511,81 +584,89 @@ class Fix:
 
 
 def find_fix(
-    engine: str,
-    alloc: ModelAllocation,
+    members: list[Member],
     shape: ModelShape,
-    knobs: Mapping[str, Any],
     *,
     budget: float,
     n_gpus_per_node: int,
+    max_factor: int = 64,
 ) -> Fix | None:
-    """The first change, in order of least disruption, after which ``engine`` needs at most
-    ``budget`` bytes per GPU: recomputation; another layout on the same GPUs (more tp or
-    pp); fewer tokens per micro-batch; then more GPUs. None when nothing tried fits.
+    """The first change, least disruptive first, after which the group fits ``budget``
+    bytes per GPU: recomputation; another layout of the owner on the same GPUs (more tp
+    or pp, first in layout order); fewer tokens per micro-batch (halved down to 1024);
+    then layouts on 2, 3, ... ``max_factor`` times the GPUs, each without and then with
+    recomputation. None when nothing tried fits.
     """
     from areal_conf.layouts import layouts
+    from areal_conf.parser import parse_backend
 
-    key = f"{engine}.backend"
+    owner = members[0].allocation
+    trainers = [
+        m for m in members if not m.allocation.is_inference and m.knobs.get("trainable", True)
+    ]
+    recompute = {"recompute": "full"}
+    needs_recompute = [m for m in trainers if m.knobs.get("recompute", "none") != "full"]
+    tries: list[dict[str, Any]] = [{}] + ([recompute] if needs_recompute else [])
+    model = {
+        "num_layers": shape.num_layers,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_kv_heads": shape.num_kv_heads,
+        "num_experts": shape.num_experts,
+        "max_seq_len": shape.max_seq_len,
+    }
 
-    def fits(a: ModelAllocation, **change: Any) -> MemoryEstimate | None:
-        est = estimate(a, shape, **{**knobs, **change})
-        used = est.total if not a.is_inference else est.weights
-        limit = budget if not a.is_inference else est.total
-        return est if used <= limit and (not a.is_inference or est.total <= budget) else None
+    def extra(change: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        if change.get("recompute") == "full":
+            return tuple((f"++{m.name}.gradient_checkpointing", "true") for m in needs_recompute)
+        return ()
 
-    def best_layout(gpus: int, **change: Any) -> tuple[ModelAllocation, MemoryEstimate] | None:
-        from areal_conf.parser import parse_backend
+    def relayout(layout: ModelAllocation) -> tuple[tuple[str, str], ...] | None:
+        """Overrides that give the group ``layout``; None when a member cannot follow."""
+        out = [(f"{members[0].name}.backend", str(layout))]
+        for m in members[1:]:
+            new = _follow(m, layout)
+            if new.world_size != layout.world_size:
+                return None
+            if not m.follows and new != m.allocation:
+                out.append((f"{m.name}.backend", str(new)))
+        return tuple(out)
 
-        model = {
-            "num_layers": shape.num_layers,
-            "num_attention_heads": shape.num_attention_heads,
-            "num_kv_heads": shape.num_kv_heads,
-            "num_experts": shape.num_experts,
-            "max_seq_len": shape.max_seq_len,
-        }
-        found: list[tuple[float, int, ModelAllocation, MemoryEstimate]] = []
-        for i, spec in enumerate(layouts(alloc.backend, gpus, model=model, max_tp=n_gpus_per_node)):
-            a = parse_backend(spec)
-            est = fits(a, **change)
-            if est is not None:
-                found.append((est.total if not a.is_inference else -est.kv_cache, i, a, est))
-        if not found:
-            return None
-        _, _, a, est = min(found, key=lambda item: (item[0], item[1]))
-        return a, est
+    def first_layout(gpus: int, change: Mapping[str, Any]) -> Fix | None:
+        specs = layouts(owner.backend, gpus, model=model, max_tp=n_gpus_per_node)
+        for spec in specs:
+            layout = parse_backend(spec)
+            if layout == owner:
+                continue
+            overrides = relayout(layout)
+            if overrides is None:
+                continue
+            need = group_need(members, shape, layout, change)
+            if need.fits(budget):
+                return Fix((*overrides, *extra(change)), need, gpus)
+        return None
 
-    recompute_key = (f"{engine}.gradient_checkpointing", "true")
-    can_recompute = not alloc.is_inference and knobs.get("trainable", True)
-    recompute_on = knobs.get("recompute", "none") == "full"
-    gpus = alloc.world_size
-    if can_recompute and not recompute_on:
-        est = fits(alloc, recompute="full")
-        if est is not None:
-            return Fix((recompute_key,), est, gpus)
-    tries: list[dict[str, Any]] = [{}]
-    if can_recompute and not recompute_on:
-        tries.append({"recompute": "full"})
+    gpus = owner.world_size
+    if needs_recompute:
+        need = group_need(members, shape, None, recompute)
+        if need.fits(budget):
+            return Fix(extra(recompute), need, gpus)
     for change in tries:
-        best = best_layout(gpus, **change)
-        if best is not None and best[0] != alloc:
-            extra = (recompute_key,) if change else ()
-            return Fix(((key, str(best[0])), *extra), best[1], gpus)
-    if not alloc.is_inference:
-        tokens = knobs.get("tokens_per_microbatch") or shape.max_seq_len
+        fix = first_layout(gpus, change)
+        if fix is not None:
+            return fix
+    if trainers:
+        tokens = trainers[0].knobs.get("tokens_per_microbatch") or shape.max_seq_len
         for change in tries:
             t = tokens
             while t is not None and t > 1024:
                 t //= 2
-                est = fits(alloc, tokens_per_microbatch=t, **change)
-                if est is not None:
-                    mb = (f"{engine}.mb_spec.max_tokens_per_mb", str(t))
-                    extra = (recompute_key,) if change else ()
-                    return Fix((mb, *extra), est, gpus)
-    for factor in range(2, 65):
-        more = gpus * factor
+                need = group_need(members, shape, None, {**change, "tokens_per_microbatch": t})
+                if need.fits(budget):
+                    mb = tuple((f"++{m.name}.mb_spec.max_tokens_per_mb", str(t)) for m in trainers)
+                    return Fix((*mb, *extra(change)), need, gpus)
+    for factor in range(2, max_factor + 1):
         for change in tries:
-            best = best_layout(more, **change)
-            if best is not None:
-                extra = (recompute_key,) if change else ()
-                return Fix(((key, str(best[0])), *extra), best[1], more)
+            fix = first_layout(gpus * factor, change)
+            if fix is not None:
+                return fix
     return None
