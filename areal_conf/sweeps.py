@@ -121,9 +121,12 @@ def engine_layouts(
     backend: str | None = None,
     gpus: int | None = None,
     max_tp: int | None = None,
+    fits: bool = False,
 ) -> EngineSweep:
     """Every valid layout of ``engine`` for a composed config (SPEC §8).
 
+    With ``fits``, only the layouts whose memory per GPU fits ``cluster.gpu_memory_gb``
+    are kept, smallest first (the engine alone, with its own knobs from the config).
     ``backend`` defaults to the engine's current backend name, ``gpus`` to its current
     world size (both following SPEC §1's fallback), ``max_tp`` to
     ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts (SPEC §7).
@@ -162,11 +165,26 @@ def engine_layouts(
         max_tp = cluster.get("n_gpus_per_node", 8)
     check_engine_kind(engine, backend)
     model = cfg.get("model")
-    section = None if model is None else {k: model.get(k) for k in model}
+    actor = cfg.get("actor")
+    section = merge_model(
+        None if model is None else {k: model.get(k) for k in model},
+        None if actor is None else actor.get("path"),
+    )
     try:
         found = layouts(backend, gpus, model=section, max_tp=max_tp)
     except AllocationError as err:
         raise err.with_context(f"sweep of {engine}.backend") from None
+    if fits and found:
+        found = _fitting(cfg, engine, found)
+        if not found:
+            raise AllocationError(
+                f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
+                "(cluster.gpu_memory_gb) with this config",
+                None,
+                None,
+                hint=f"sweep more GPUs (hydra.sweeper.gpus), turn on "
+                f"{engine}.gradient_checkpointing or lower {engine}.mb_spec.max_tokens_per_mb",
+            )
     if not found:
         raise AllocationError(
             f"no valid {backend} layout of {engine} on {gpus} GPUs "
@@ -177,6 +195,63 @@ def engine_layouts(
             "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
         )
     return EngineSweep(engine, backend, gpus, max_tp, tuple(found))
+
+
+def _fitting(cfg: Any, engine: str, specs: Sequence[str]) -> list[str]:
+    """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
+    engines included), smallest memory per GPU of ``engine`` first."""
+    from areal_conf.model_shape import model_shape
+    from areal_conf.validate import validate
+
+    model = cfg.get("model")
+    actor = cfg.get("actor")
+    merged = merge_model(
+        None if model is None else {k: model.get(k) for k in model},
+        None if actor is None else actor.get("path"),
+    )
+    shape = model_shape(merged)
+    if isinstance(shape, str):
+        raise AllocationError(
+            f"hydra.sweeper.fits: cannot check memory, {shape}",
+            None,
+            None,
+            hint="set model.hf_config to the model's config.json, or the model's sizes",
+        )
+    ranked: list[tuple[float, int, str]] = []
+    for i, spec in enumerate(specs):
+        try:
+            plan = validate(_WithBackend(cfg, engine, spec))
+        except AllocationError:
+            continue
+        est = plan.engines[engine].memory
+        if est is not None:
+            ranked.append((est.weights if est.kind == "inference" else est.total, i, spec))
+    return [spec for _, _, spec in sorted(ranked)]
+
+
+class _WithBackend(Mapping[str, Any]):
+    """A read-only view of a config with ``<engine>.backend`` replaced."""
+
+    def __init__(self, base: Any, engine: str, backend: str) -> None:
+        self._base = base
+        self._engine = engine
+        self._backend = backend
+
+    def __getitem__(self, key: str) -> Any:
+        if key == self._engine:
+            node = self._base.get(key)
+            items = {} if node is None else {k: node.get(k) for k in node}
+            return {**items, "backend": self._backend}
+        if key not in self._base:
+            raise KeyError(key)
+        return self._base.get(key)
+
+    def __iter__(self) -> Any:
+        keys = list(self._base)
+        return iter(keys if self._engine in keys else [*keys, self._engine])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
 # ------------------------------------------------------------------- command line

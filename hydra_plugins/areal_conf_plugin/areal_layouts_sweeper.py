@@ -37,6 +37,9 @@ class AReaLLayoutsSweeperConf:
     gpus: int | None = None
     # Largest tp (and expert tp); null: cluster.n_gpus_per_node.
     max_tp: int | None = None
+    # Keep only layouts whose memory per GPU fits cluster.gpu_memory_gb, smallest first
+    # (needs the model shape: model.hf_config or the model section's sizes).
+    fits: bool = False
     # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
     max_batch_size: int | None = None
     # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.
@@ -62,12 +65,14 @@ class AReaLLayoutsSweeper(BasicSweeper):
         max_tp: int | None = None,
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
+        fits: bool = False,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.engine = engine
         self.backend = backend
         self.gpus = gpus
         self.max_tp = max_tp
+        self.fits = fits
 
     def sweep(self, arguments: list[str]) -> Any:
         from hydra_plugins.areal_conf_plugin import _sweeper_core
