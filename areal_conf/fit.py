@@ -152,16 +152,23 @@ def check_memory(
             groups.setdefault(owner, []).append(member)
     estimates: dict[str, MemoryEstimate | None] = {}
     used = sum(e.gpus for e in enabled.values() if not e.colocated_with)
-    for members in groups.values():
+    for owner, members in groups.items():
         need = group_need(members, shape)
         estimates.update(need.estimates)
         if not need.fits(budget):
-            raise _does_not_fit(cfg, members, need, shape, budget, n_nodes, n_gpus_per_node, used)
+            # Engines elsewhere that inherit the owner's backend keep theirs if it changes.
+            pinned = [
+                (n, str(e.allocation))
+                for n, e in enabled.items()
+                if e.inherited_from == owner and all(m.name != n for m in members)
+            ]
+            raise _does_not_fit(
+                members, need, shape, budget, n_nodes, n_gpus_per_node, used, pinned
+            )
     return MemoryCheck(estimates, warnings=tuple(_kv_warnings(estimates)))
 
 
 def _does_not_fit(
-    cfg: Any,
     members: list[Member],
     need: GroupNeed,
     shape: ModelShape,
@@ -169,6 +176,7 @@ def _does_not_fit(
     n_nodes: int,
     per_node: int,
     used_gpus: int,
+    pinned: list[tuple[str, str]],
 ) -> AllocationError:
     cap = budget / GB
     owner = members[0]
@@ -210,6 +218,8 @@ def _does_not_fit(
     fix = find_fix(members, shape, budget=budget, n_gpus_per_node=per_node)
     if fix is not None:
         changes = fix.text()
+        if any(key == f"{owner.name}.backend" for key, _ in fix.changes):
+            changes += "".join(f" {name}.backend={spec}" for name, spec in pinned)
         if fix.gpus != alloc.world_size:
             nodes = -(-(used_gpus - alloc.world_size + fix.gpus) // per_node)
             if nodes > n_nodes:

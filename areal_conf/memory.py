@@ -594,8 +594,8 @@ def find_fix(
     """The first change, least disruptive first, after which the group fits ``budget``
     bytes per GPU: recomputation; another layout of the owner on the same GPUs (more tp
     or pp, first in layout order); fewer tokens per micro-batch (halved down to 1024);
-    then layouts on 2, 3, ... ``max_factor`` times the GPUs, each without and then with
-    recomputation. None when nothing tried fits.
+    then layouts on 2, 3, ... ``max_factor`` times the GPUs. Each layout is tried as it
+    is, then with recomputation. None when nothing tried fits.
     """
     from areal_conf.layouts import layouts
     from areal_conf.parser import parse_backend
@@ -631,7 +631,9 @@ def find_fix(
                 out.append((f"{m.name}.backend", str(new)))
         return tuple(out)
 
-    def first_layout(gpus: int, change: Mapping[str, Any]) -> Fix | None:
+    def first_layout(gpus: int) -> Fix | None:
+        """The first layout on ``gpus`` GPUs (layout order: pp, tp, cp ascending) that
+        fits, each tried as it is and then with recomputation."""
         specs = layouts(owner.backend, gpus, model=model, max_tp=n_gpus_per_node)
         for spec in specs:
             layout = parse_backend(spec)
@@ -640,9 +642,10 @@ def find_fix(
             overrides = relayout(layout)
             if overrides is None:
                 continue
-            need = group_need(members, shape, layout, change)
-            if need.fits(budget):
-                return Fix((*overrides, *extra(change)), need, gpus)
+            for change in tries:
+                need = group_need(members, shape, layout, change)
+                if need.fits(budget):
+                    return Fix((*overrides, *extra(change)), need, gpus)
         return None
 
     gpus = owner.world_size
@@ -650,10 +653,9 @@ def find_fix(
         need = group_need(members, shape, None, recompute)
         if need.fits(budget):
             return Fix(extra(recompute), need, gpus)
-    for change in tries:
-        fix = first_layout(gpus, change)
-        if fix is not None:
-            return fix
+    fix = first_layout(gpus)
+    if fix is not None:
+        return fix
     if trainers:
         tokens = trainers[0].knobs.get("tokens_per_microbatch") or shape.max_seq_len
         for change in tries:
@@ -665,8 +667,7 @@ def find_fix(
                     mb = tuple((f"++{m.name}.mb_spec.max_tokens_per_mb", str(t)) for m in trainers)
                     return Fix((*mb, *extra(change)), need, gpus)
     for factor in range(2, max_factor + 1):
-        for change in tries:
-            fix = first_layout(gpus * factor, change)
-            if fix is not None:
-                return fix
+        fix = first_layout(gpus * factor)
+        if fix is not None:
+            return fix
     return None

@@ -222,10 +222,12 @@ def _check_capacity(engines: dict[str, EnginePlan], n_nodes: int, per_node: int)
 
 def _model_section(cfg: Any) -> dict[str, Any]:
     """The model section, its blanks filled from model.hf_config or a local actor.path."""
+    from areal_conf.model_checks import validate_model
     from areal_conf.model_shape import check_shape_values, merge_model
 
     model = cfg.get("model") or {}
     section = {k: model.get(k) for k in model}
+    validate_model(section)  # unknown keys, and the layout rules' values
     check_shape_values(section)
     actor = cfg.get("actor")
     return merge_model(section, None if actor is None else actor.get("path"))
