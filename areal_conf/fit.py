@@ -52,8 +52,9 @@ class MemoryCheck:
 
 
 def _get(node: Any, *path: str, default: Any = None) -> Any:
+    # ``in`` first: a DictConfig's get() of a key its schema lacks builds an exception.
     for key in path:
-        if node is None or not hasattr(node, "get"):
+        if node is None or not hasattr(node, "keys") or key not in node.keys():  # noqa: SIM118  (see above)
             return default
         node = node.get(key)
     return default if node is None else node
@@ -72,49 +73,58 @@ def gpu_memory_gb(cfg: Any) -> float:
     return float(value)
 
 
-def engine_knobs(cfg: Any, name: str, is_inference: bool, backend: str) -> dict[str, Any]:
+def engine_knobs(
+    cfg: Any, name: str, is_inference: bool, backend: str, gpu_gb: float | None = None
+) -> dict[str, Any]:
     """The keyword arguments of :func:`estimate` for engine ``name`` of ``cfg``."""
-    node = cfg.get(name)
-    knobs: dict[str, Any] = {"gpu_memory_gb": gpu_memory_gb(cfg)}
+    node = _get(cfg, name)
+    present = set(node.keys()) if node is not None and hasattr(node, "keys") else set()
+
+    def at(key: str, *rest: str, default: Any = None) -> Any:
+        if key not in present:
+            return default
+        return _get(node.get(key), *rest, default=default)
+
+    knobs: dict[str, Any] = {"gpu_memory_gb": gpu_memory_gb(cfg) if gpu_gb is None else gpu_gb}
     if is_inference:
-        server = cfg.get(backend)
+        server = _get(cfg, backend)
         key = "mem_fraction_static" if backend == "sglang" else "gpu_memory_utilization"
         fraction = _get(server, key)
         if fraction is not None:
             knobs["mem_fraction"] = float(fraction)
         knobs["dtype"] = str(_get(server, "dtype", default="bfloat16"))
-        concurrent = _get(node, "max_concurrent_rollouts") or _get(node, "consumer_batch_size")
-        concurrent = concurrent or _get(cfg, "train_dataset", "batch_size")
+        concurrent = at("max_concurrent_rollouts") or at("consumer_batch_size")
+        dataset = _get(cfg, "train_dataset")
+        concurrent = concurrent or _get(dataset, "batch_size")
         if concurrent is not None:
             knobs["max_concurrent_rollouts"] = int(concurrent)
-        knobs["prompt_len"] = int(_get(cfg, "train_dataset", "max_length", default=0))
+        knobs["prompt_len"] = int(_get(dataset, "max_length", default=0))
         knobs["max_new_tokens"] = int(_get(cfg, "gconfig", "max_new_tokens", default=16384))
         return knobs
-    has_optimizer_key = node is not None and hasattr(node, "keys") and "optimizer" in node
-    if has_optimizer_key:
+    if "optimizer" in present:
         knobs["trainable"] = node.get("optimizer") is not None
     else:
         knobs["trainable"] = name in TRAINING_ROLES
-    if _get(node, "gradient_checkpointing", default=False):
-        granularity = _get(node, "megatron", "recompute_granularity", default="full")
+    if at("gradient_checkpointing", default=False):
+        granularity = at("megatron", "recompute_granularity", default="full")
         knobs["recompute"] = "full" if backend != "megatron" or granularity == "full" else "none"
-    tokens = _get(node, "mb_spec", "max_tokens_per_mb")
+    tokens = at("mb_spec", "max_tokens_per_mb")
     if tokens is not None:
         knobs["tokens_per_microbatch"] = int(tokens)
-    knobs["flash_attention"] = "flash" in str(_get(node, "attn_impl", default="flash_attention_2"))
+    knobs["flash_attention"] = "flash" in str(at("attn_impl", default="flash_attention_2"))
     knobs["distributed_optimizer"] = bool(
-        _get(node, "megatron", "ddp", "use_distributed_optimizer", default=True)
+        at("megatron", "ddp", "use_distributed_optimizer", default=True)
     )
-    knobs["dtype"] = str(_get(node, "dtype", default="bfloat16"))
-    knobs["grad_reduce_dtype"] = str(_get(node, "grad_reduce_dtype", default="float32"))
+    knobs["dtype"] = str(at("dtype", default="bfloat16"))
+    knobs["grad_reduce_dtype"] = str(at("grad_reduce_dtype", default="float32"))
     return knobs
 
 
-def offloaded(cfg: Any, name: str, is_inference: bool) -> bool:
+def offloaded(cfg: Any, name: str, is_inference: bool, enable_offload: bool = False) -> bool:
     """A training engine offloads when ``<engine>.offload`` or ``enable_offload`` is set."""
     if is_inference:
         return False
-    return bool(_get(cfg, name, "offload", default=False) or _get(cfg, "enable_offload"))
+    return enable_offload or bool(_get(cfg, name, "offload", default=False))
 
 
 def check_memory(
@@ -133,7 +143,9 @@ def check_memory(
     shape = model_shape(model or {})
     if isinstance(shape, str):
         return MemoryCheck(dict.fromkeys(enabled), "memory not checked: " + shape)
-    budget = gpu_memory_gb(cfg) * GB
+    gpu_gb = gpu_memory_gb(cfg)
+    budget = gpu_gb * GB
+    enable_offload = bool(_get(cfg, "enable_offload", default=False))
     groups: dict[str, list[Member]] = {}
     for name, e in enabled.items():
         alloc = e.allocation
@@ -142,9 +154,9 @@ def check_memory(
         member = Member(
             name,
             alloc,
-            engine_knobs(cfg, name, alloc.is_inference, alloc.backend),
+            engine_knobs(cfg, name, alloc.is_inference, alloc.backend, gpu_gb),
             follows=owner == name or e.inherited_from == owner,
-            offloaded=offloaded(cfg, name, alloc.is_inference),
+            offloaded=offloaded(cfg, name, alloc.is_inference, enable_offload),
         )
         if owner == name:
             groups.setdefault(owner, []).insert(0, member)

@@ -13,6 +13,7 @@ source of shape.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -92,9 +93,25 @@ def read_hf_config(path: str) -> dict[str, Any]:
     """The model section keys found in a Hugging Face ``config.json`` (a file or its dir).
 
     Multimodal configs keep the language model under ``text_config``; that part is read.
-    Raises AllocationError when the file is missing or not a JSON object.
+    Raises AllocationError when the file is missing or not a JSON object. A file is
+    parsed once while its size and modification time stay the same.
     """
     file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    try:
+        stat = os.stat(file)
+    except OSError:
+        stat = None
+    if stat is not None:
+        return dict(_read_cached(file, stat.st_mtime_ns, stat.st_size))
+    return dict(_read(path, file))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_cached(file: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return _read(file, file)
+
+
+def _read(path: str, file: str) -> dict[str, Any]:
     try:
         with open(file, encoding="utf-8") as handle:
             data = json.load(handle)

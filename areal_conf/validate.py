@@ -230,7 +230,9 @@ def _model_section(cfg: Any) -> dict[str, Any]:
     validate_model(section)  # unknown keys, and the layout rules' values
     check_shape_values(section)
     actor = cfg.get("actor")
-    return merge_model(section, None if actor is None else actor.get("path"))
+    # keys() first: get() of a key a structured config lacks is slow (it builds an error)
+    path = actor.get("path") if actor is not None and "path" in actor.keys() else None  # noqa: SIM118
+    return merge_model(section, path)
 
 
 def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
