@@ -343,3 +343,47 @@ def test_layouts_fits_prints_gb_and_sorts(capsys: pytest.CaptureFixture[str]) ->
 def test_layouts_fits_needs_a_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["layouts", "fsdp", "--gpus", "8", "--fits"]) == 2
     assert "model shape unknown" in capsys.readouterr().err
+
+
+# -- the layouts sweeper's fits -----------------------------------------------------------
+
+
+def test_engine_layouts_fits_keeps_what_validate_accepts_smallest_first() -> None:
+    from areal_conf.sweeps import engine_layouts
+
+    cfg = config(rollout={"backend": "sglang:d2t4"})
+    cfg["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
+    cfg["actor"]["mb_spec"] = {"max_tokens_per_mb": 65536}
+    every = engine_layouts(cfg, "actor").layouts
+    kept = engine_layouts(cfg, "actor", fits=True).layouts
+    assert 0 < len(kept) < len(every)
+    totals = []
+    for spec in every:
+        try:
+            plan = validate({**cfg, "actor": {**cfg["actor"], "backend": spec}})
+        except AllocationError:
+            assert spec not in kept
+            continue
+        assert spec in kept
+        memory = plan.engines["actor"].memory
+        assert memory is not None
+        totals.append((memory.total, spec))
+    assert [spec for _, spec in sorted(totals)] == list(kept)
+
+
+def test_explain_shows_the_breakdown() -> None:
+    from areal_conf.explain import explain_config
+
+    text = explain_config(
+        ROOT / "conf" / "config.yaml",
+        [
+            f"model.hf_config={HF / 'qwen2_5_7b'}",
+            "++actor.gradient_checkpointing=true",
+            "++critic.gradient_checkpointing=true",
+        ],
+    )
+    assert "memory per GPU (GB = 10^9 bytes; a GPU has 80 GB)" in text
+    assert "actor (fsdp:d4t2, training): weights" in text
+    assert "ref (fsdp:d4t2, forward only): weights" in text
+    assert "rollout (sglang:d2t4, inference): reserves 72.0 GB" in text
+    assert "on actor's GPUs: actor + critic + ref = " in text
