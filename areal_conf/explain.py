@@ -77,7 +77,9 @@ def explain_config(
     from areal_conf.validate import validate
 
     plan = validate(compose_config(config, overrides))
-    parts = [plan.table(), render_gpu_map(plan), memory_breakdown(plan)]
+    parts = [plan.table(), render_gpu_map(plan)]
+    if not plan.memory_note:  # the table already says why there is no breakdown
+        parts.append(memory_breakdown(plan))
     if groups:
         parts.append(plan_rank_groups(plan, order))
     return "\n\n".join(parts)

@@ -238,17 +238,40 @@ class _WithBackend(Mapping[str, Any]):
         self._backend = backend
 
     def __getitem__(self, key: str) -> Any:
-        if key == self._engine:
-            node = self._base.get(key)
-            items = {} if node is None else {k: node.get(k) for k in node}
-            return {**items, "backend": self._backend}
-        if key not in self._base:
+        if key not in self._base.keys():  # noqa: SIM118  (a DictConfig's `in` is slow)
+            if key == self._engine:
+                return {"backend": self._backend}
             raise KeyError(key)
-        return self._base.get(key)
+        node = self._base.get(key)
+        if key == self._engine:
+            return {"backend": self._backend} if node is None else _WithKey(node, self._backend)
+        return node
 
     def __iter__(self) -> Any:
-        keys = list(self._base)
+        keys = list(self._base.keys())
         return iter(keys if self._engine in keys else [*keys, self._engine])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+class _WithKey(Mapping[str, Any]):
+    """An engine node with ``backend`` replaced; other keys are read from the node."""
+
+    def __init__(self, node: Any, backend: str) -> None:
+        self._node = node
+        self._backend = backend
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "backend":
+            return self._backend
+        if key not in self._node.keys():  # noqa: SIM118
+            raise KeyError(key)
+        return self._node.get(key)
+
+    def __iter__(self) -> Any:
+        keys = list(self._node.keys())
+        return iter(keys if "backend" in keys else [*keys, "backend"])
 
     def __len__(self) -> int:
         return len(list(iter(self)))
