@@ -387,3 +387,39 @@ def test_explain_shows_the_breakdown() -> None:
     assert "ref (fsdp:d4t2, forward only): weights" in text
     assert "rollout (sglang:d2t4, inference): reserves 72.0 GB" in text
     assert "on actor's GPUs: actor + critic + ref = " in text
+
+
+def test_layouts_fits_hydra_override_lists_fitting_layouts_smallest_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "layouts",
+        "fsdp",
+        "--gpus",
+        "32",
+        "--model",
+        f"hf_config={HF / 'llama3_70b'}",
+        "--max-tokens-per-mb",
+        "8192",
+        "--gradient-checkpointing",
+        "--fits",
+    ]
+    assert main(argv) == 0
+    ranked = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert main([*argv, "--hydra"]) == 0
+    override = capsys.readouterr().out.strip()
+    assert override == "actor.backend=" + ",".join(ranked)
+
+
+def test_the_memory_model_imports_no_hydra() -> None:
+    code = (
+        "import sys\n"
+        "from areal_conf.fit import check_memory\n"
+        "from areal_conf.memory import estimate\n"
+        "from areal_conf.validate import validate\n"
+        f"print(estimate('fsdp:d8', {{'hf_config': None, **{LLAMA70B!r}}}).total > 0)\n"
+        "assert not any(n == 'hydra' or n.startswith(('hydra.', 'omegaconf')) for n in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
