@@ -8,6 +8,7 @@ computed with the same estimate. No Hydra here.
 
 Keys read (all optional; AReaL's defaults otherwise): ``cluster.gpu_memory_gb``,
 ``enable_offload``, ``<engine>.offload``, ``<engine>.optimizer`` (null: no training),
+``<engine>.is_critic`` (default: true for the critic),
 ``<engine>.gradient_checkpointing``, ``<engine>.mb_spec.max_tokens_per_mb``,
 ``<engine>.attn_impl``, ``<engine>.dtype``, ``<engine>.grad_reduce_dtype``,
 ``<engine>.megatron.ddp.use_distributed_optimizer``,
@@ -101,6 +102,7 @@ def engine_knobs(
         knobs["prompt_len"] = int(_get(dataset, "max_length", default=0))
         knobs["max_new_tokens"] = int(_get(cfg, "gconfig", "max_new_tokens", default=16384))
         return knobs
+    knobs["is_critic"] = bool(at("is_critic", default=name == "critic"))
     if "optimizer" in present:
         knobs["trainable"] = node.get("optimizer") is not None
     else:

@@ -197,19 +197,29 @@ def _layer_params(m: ModelShape) -> dict[str, float]:
 
 
 def split_parameters(
-    model: ModelShape, tp: int, pp: int, etp: int, ep: int, *, experts_by_tp: bool = False
+    model: ModelShape,
+    tp: int,
+    pp: int,
+    etp: int,
+    ep: int,
+    *,
+    experts_by_tp: bool = False,
+    value_head: bool = False,
 ) -> ParamSplit:
     """Megatron-LM's most loaded shard: the first stage, with the embedding.
 
     ``experts_by_tp`` splits routed experts by tp like the rest (FSDP's tensor
-    parallelism, and inference engines).
+    parallelism, and inference engines). ``value_head``: a critic's output layer maps
+    the hidden state to one value instead of the vocabulary.
     """
     s = _layer_params(model)
     h = model.hidden_size
     layers = model.num_layers / pp
     embed = model.vocab_size * h
     dense = layers * s["dense"] + embed
-    if pp == 1 and not model.tie_word_embeddings:
+    if pp == 1 and value_head:
+        dense += h
+    elif pp == 1 and not model.tie_word_embeddings:
         dense += embed  # the output layer sits on the same (only) stage
     replicated = layers * s["norms"] + h
     experts = layers * s["routed"]
@@ -259,6 +269,7 @@ def estimate(
     model: ModelShape | Mapping[str, Any],
     *,
     trainable: bool = True,
+    is_critic: bool = False,
     tokens_per_microbatch: int | None = None,
     recompute: Recompute = "none",
     sequence_parallel: bool | None = None,
@@ -279,6 +290,7 @@ def estimate(
 
     - ``trainable``: False for engines without an optimizer (ref, teacher: weights and
       a forward pass only);
+    - ``is_critic``: a value head (one output) instead of the vocabulary (AReaL's key);
     - ``tokens_per_microbatch``: ``mb_spec.max_tokens_per_mb`` (default None: one
       sequence of ``max_seq_len``; unknown too: activations are not counted, a note says so);
     - ``recompute``: ``"full"`` when ``gradient_checkpointing`` is on (default off);
@@ -321,9 +333,9 @@ def estimate(
     tp, pp, cp = p.tp_size, p.pp_size, p.cp_size
     backend = alloc.backend
     if backend == "fsdp":
-        split = split_parameters(shape, tp, 1, tp, 1, experts_by_tp=True)
+        split = split_parameters(shape, tp, 1, tp, 1, experts_by_tp=True, value_head=is_critic)
     else:
-        split = split_parameters(shape, tp, pp, p.etp_size, p.ep_size)
+        split = split_parameters(shape, tp, pp, p.etp_size, p.ep_size, value_head=is_critic)
     stage = zero_stage
     if stage is None:
         stage = 1 if backend == "megatron" and distributed_optimizer else 3
@@ -374,6 +386,7 @@ def estimate(
             recompute if trainable else "none",
             flash_attention,
             trainable,
+            1 if is_critic else shape.vocab_size,
         )
     total = weights + grads + optimizer + activations
     return MemoryEstimate(
@@ -398,6 +411,7 @@ def _activations(
     recompute: Recompute,
     flash: bool,
     backward: bool,
+    outputs: int,
 ) -> float:
     h, a = m.hidden_size, m.num_attention_heads
     if m.is_moe:
@@ -420,7 +434,7 @@ def _activations(
             attention_seq_len=s_attn,
         )
 
-    logits = 4 * s * m.vocab_size / tp if pp == 1 else 0.0
+    logits = 4 * s * outputs / tp if pp == 1 else 0.0
     if not backward:
         return layer("none") + logits  # a forward pass keeps one layer at a time
     # The first stage holds pp micro-batches of num_layers/pp layers: num_layers in all.

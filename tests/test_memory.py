@@ -301,3 +301,16 @@ def test_gb_and_breakdown() -> None:
     assert gb["total"] == pytest.approx(1.88, abs=0.01)
     assert est.breakdown().endswith("= 1.9 GB")
     assert est.biggest()[0] == "optimizer"
+
+
+def test_a_critic_has_a_value_head_instead_of_the_vocabulary() -> None:
+    m = shape("qwen2_5_7b")
+    actor = estimate("fsdp:d8", m, tokens_per_microbatch=8192)
+    critic = estimate("fsdp:d8", m, tokens_per_microbatch=8192, is_critic=True)
+    h, v = m.hidden_size, m.vocab_size
+    # the output layer: v·h parameters at 18 bytes, sharded over 8 ranks, become h
+    assert actor.weights + actor.grads + actor.optimizer - (
+        critic.weights + critic.grads + critic.optimizer
+    ) == pytest.approx((v * h - h) * 18 / 8)
+    # the fp32 logits of 8192 tokens: 4·s·V bytes become 4·s
+    assert actor.activations - critic.activations == pytest.approx(4 * 8192 * (v - 1))
