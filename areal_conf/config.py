@@ -67,7 +67,7 @@ class ClusterConfig:
 
 @dataclass
 class ModelConfig:
-    """Model shape for the checks of SPEC §7 and the memory check; null skips a check."""
+    """Model shape for the layout checks and the memory check; null skips a check."""
 
     num_layers: int | None = None
     num_attention_heads: int | None = None

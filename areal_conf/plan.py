@@ -7,7 +7,7 @@ from typing import Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
-from areal_conf.memory import MemoryEstimate
+from areal_conf.memory import GB, MemoryEstimate
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -126,7 +126,7 @@ class Plan:
             if e.inherited_from:
                 backend += f" (= {e.inherited_from}.backend)"
             scheduling = f"colocated with {e.colocated_with}" if e.colocated_with else "separate"
-            memory = "?" if e.memory is None else f"{e.memory.total / 1e9:.1f}"
+            memory = "?" if e.memory is None else f"{e.memory.total / GB:.1f}"
             rows.append(
                 (e.name, backend, e.dims_text(), str(e.gpus), scheduling, _ranges(e.nodes), memory)
             )
