@@ -63,17 +63,30 @@ class ClusterConfig:
     n_nodes: int = 1
     # 0 is a CPU run: engines get processes, no GPUs.
     n_gpus_per_node: int = 8
+    # Memory of one GPU in GB (10^9 bytes), for the memory check.
+    gpu_memory_gb: float = 80.0
 
 
 @dataclass
 class ModelConfig:
-    """Model shape for the layout checks; null skips a check."""
+    """Model shape for the layout checks and the memory check; null skips a check."""
 
     num_layers: int | None = None
     num_attention_heads: int | None = None
     num_kv_heads: int | None = None
     num_experts: int | None = None
     max_seq_len: int | None = None
+    # -- memory check (issue 14): null takes the value from hf_config (or actor.path's
+    # config.json when it is a local directory); no shape at all: no memory check.
+    hidden_size: int | None = None
+    ffn_hidden_size: int | None = None
+    vocab_size: int | None = None
+    head_dim: int | None = None
+    moe_ffn_hidden_size: int | None = None
+    moe_shared_expert_ffn_hidden_size: int | None = None
+    moe_router_topk: int | None = None
+    tie_word_embeddings: bool | None = None
+    hf_config: str | None = None
 
 
 @dataclass

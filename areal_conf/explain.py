@@ -78,9 +78,41 @@ def explain_config(
 
     plan = validate(compose_config(config, overrides))
     parts = [plan.table(), render_gpu_map(plan)]
+    if not plan.memory_note:  # the table already says why there is no breakdown
+        parts.append(memory_breakdown(plan))
     if groups:
         parts.append(plan_rank_groups(plan, order))
     return "\n\n".join(parts)
+
+
+def memory_breakdown(plan: Plan) -> str:
+    """Each engine's memory per GPU, term by term (GB = 10^9 bytes)."""
+    from areal_conf.memory import GB
+
+    if plan.memory_note:
+        return plan.memory_note
+    known = [e.memory for e in plan.engines.values() if e.memory is not None]
+    if not known:
+        return "memory per GPU: no engine"
+    lines = [f"memory per GPU (GB = 10^9 bytes; a GPU has {known[0].capacity / GB:g} GB)"]
+    for e in plan.engines.values():
+        if e.allocation is None or e.memory is None:
+            continue
+        est = e.memory
+        what = {"training": "training", "forward": "forward only", "inference": "inference"}
+        lines.append(f"  {e.name} ({e.allocation}, {what[est.kind]}): {est.breakdown()}")
+        lines += [f"    note: {note}" for note in est.notes]
+    shared: dict[str, list[str]] = {}
+    for e in plan.engines.values():
+        if e.memory is not None and e.colocated_with:
+            shared.setdefault(e.owner, [e.owner]).append(e.name)
+    for owner, names in shared.items():
+        total = sum(m.total for n in names if (m := plan.engines[n].memory) is not None)
+        lines.append(
+            f"  on {owner}'s GPUs: {' + '.join(names)} = {total / GB:.1f} GB if all stay "
+            "resident (an offloaded training engine leaves while the others run)"
+        )
+    return "\n".join(lines)
 
 
 def plan_rank_groups(plan: Plan, order: str = DEFAULT_ORDER) -> str:

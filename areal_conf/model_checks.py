@@ -24,6 +24,7 @@ from typing import Final
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.backends import MAX_SIZE, join_or
 from areal_conf.errors import AllocationError
+from areal_conf.model_shape import SHAPE_KEYS
 
 MODEL_KEYS: Final = (
     "num_layers",
@@ -60,15 +61,17 @@ def validate_model(model: object) -> ModelSpec:
         )
     result: ModelSpec = dict.fromkeys(MODEL_KEYS)
     for key, value in model.items():
+        if key in SHAPE_KEYS:
+            continue  # the memory model's keys (areal_conf.model_shape checks them)
         if key not in result:
             shown = key if isinstance(key, str) else repr(key)
-            close = difflib.get_close_matches(str(key), MODEL_KEYS, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(str(key), (*MODEL_KEYS, *SHAPE_KEYS), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}? " if close else ""
             raise AllocationError(
                 f"unknown key {shown!s} in the model section",
                 shown,
                 None,
-                hint=hint + "the model section's keys are " + ", ".join(MODEL_KEYS),
+                hint=hint + "the model section's keys are " + ", ".join((*MODEL_KEYS, *SHAPE_KEYS)),
             )
         if value is not None and (type(value) is not int or value < 1):
             raise AllocationError(

@@ -10,6 +10,7 @@ from typing import Any
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
+from areal_conf.memory import GB, MemoryEstimate
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -28,6 +29,7 @@ class EnginePlan:
     fork: bool = True  # colocated: new processes on the target's GPUs (AReaL's default)
     gpu_owner: str | None = None  # colocated: the engine at the end of the chain
     not_built: str | None = None  # why the engine is not built (allocation is None)
+    memory: MemoryEstimate | None = None  # per GPU; None when the model shape is unknown
 
     @property
     def enabled(self) -> bool:
@@ -104,6 +106,7 @@ class EnginePlan:
             "fork": self.fork,
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],
+            "memory": None if self.memory is None else self.memory.gb(),
         }
 
 
@@ -113,6 +116,7 @@ class Plan:
     n_nodes: int
     n_gpus_per_node: int
     warnings: tuple[str, ...] = field(default=())
+    memory_note: str = ""  # why no engine has a memory estimate, when none has
 
     @property
     def cpu_run(self) -> bool:
@@ -162,6 +166,7 @@ class Plan:
             },
             "engines": {name: e.to_dict() for name, e in self.engines.items()},
             "warnings": list(self.warnings),
+            "memory_note": self.memory_note or None,
         }
 
     def summary(self) -> str:
@@ -180,18 +185,27 @@ class Plan:
         )
 
     def table(self) -> str:
-        header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes")
+        header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
         rows = [header]
         for e in self.engines.values():
             if e.allocation is None:
-                rows.append((e.name, "(not built)", "", "0", "", ""))
+                rows.append((e.name, "(not built)", "", "0", "", "", ""))
                 continue
             backend = str(e.allocation)
             if e.inherited_from:
                 backend += f" (= {e.inherited_from}.backend)"
             gpus = "-" if self.cpu_run else str(e.gpus)
+            memory = "?" if e.memory is None else f"{e.memory.total / GB:.1f}"
             rows.append(
-                (e.name, backend, e.dims_text(), gpus, e.scheduling_text(), _ranges(e.nodes))
+                (
+                    e.name,
+                    backend,
+                    e.dims_text(),
+                    gpus,
+                    e.scheduling_text(),
+                    _ranges(e.nodes),
+                    memory,
+                )
             )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = [
@@ -201,6 +215,8 @@ class Plan:
         lines.insert(1, "  ".join("-" * w for w in widths))
         lines.append(self.summary())
         lines += [f"{name}: not built ({reason})" for name, reason in self.not_built().items()]
+        if self.memory_note:
+            lines.append(self.memory_note)
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 

@@ -193,10 +193,15 @@ class ClusterConfig(_Open):
         default=_dataclasses.ClusterConfig.n_gpus_per_node,
         description="0 for a CPU run: engines run as processes without GPUs",
     )
+    gpu_memory_gb: Annotated[float, Field(gt=0)] | _Interpolated = Field(
+        default=_dataclasses.ClusterConfig.gpu_memory_gb,
+        description="memory of one GPU in GB (10^9 bytes); every engine's per-GPU need "
+        "is checked against it when the model shape is known",
+    )
 
 
 class ModelConfig(_Closed):
-    """Model shape for the layout checks; null skips a check."""
+    """Model shape for the layout checks and the memory check; null skips a check."""
 
     num_layers: _OptionalCount = Field(default=None, description="divisible by pp")
     num_attention_heads: _OptionalCount = Field(default=None, description="divisible by tp")
@@ -205,6 +210,31 @@ class ModelConfig(_Closed):
         default=None, description="divisible by ep; null: a dense model (no expert layouts)"
     )
     max_seq_len: _OptionalCount = Field(default=None, description="divisible by 2×cp when cp > 1")
+    hidden_size: _OptionalCount = Field(default=None, description="for the memory check")
+    ffn_hidden_size: _OptionalCount = Field(
+        default=None, description="dense MLP size (intermediate_size), for the memory check"
+    )
+    vocab_size: _OptionalCount = Field(default=None, description="for the memory check")
+    head_dim: _OptionalCount = Field(
+        default=None, description="null: hidden_size / num_attention_heads"
+    )
+    moe_ffn_hidden_size: _OptionalCount = Field(
+        default=None, description="one expert's MLP size (moe_intermediate_size)"
+    )
+    moe_shared_expert_ffn_hidden_size: _OptionalCount = Field(
+        default=None, description="the shared experts' MLP size, if any"
+    )
+    moe_router_topk: _OptionalCount = Field(
+        default=None, description="experts per token (num_experts_per_tok)"
+    )
+    tie_word_embeddings: bool | _Interpolated | None = Field(
+        default=None, description="the output layer shares the embedding matrix"
+    )
+    hf_config: str | None = Field(
+        default=None,
+        description="path of a Hugging Face config.json (or its directory); the keys "
+        "above that are null are read from it",
+    )
 
 
 def _root_model() -> type[BaseModel]:

@@ -15,7 +15,7 @@ escaped for Hydra's override grammar; :func:`shell_sweep_override` adds the shel
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,9 @@ from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS,
 from areal_conf.engines import ROLE, ROLE_NAMES, engine_backend, engine_names
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
+from areal_conf.memory import DEFAULT_GPU_MEMORY_GB, GB, MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
+from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 
 
@@ -103,9 +105,12 @@ def engine_layouts(
     backend: str | None = None,
     gpus: int | None = None,
     max_tp: int | None = None,
+    fits: bool = False,
 ) -> EngineSweep:
     """Every valid layout of ``engine`` for a composed config (SPEC §8).
 
+    With ``fits``, only the layouts whose memory per GPU fits ``cluster.gpu_memory_gb``
+    are kept, smallest first (the engine alone, with its own knobs from the config).
     ``backend`` defaults to the engine's current backend name, ``gpus`` to its current
     world size (both following SPEC §1's fallback), ``max_tp`` to
     ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts (SPEC §7).
@@ -144,11 +149,26 @@ def engine_layouts(
         max_tp = cluster.get("n_gpus_per_node", 8)
     check_engine_kind(engine, backend)
     model = cfg.get("model")
-    section = None if model is None else {k: model.get(k) for k in model}
+    actor = cfg.get("actor")
+    section = merge_model(
+        None if model is None else {k: model.get(k) for k in model},
+        None if actor is None else actor.get("path"),
+    )
     try:
         found = layouts(backend, gpus, model=section, max_tp=max_tp)
     except AllocationError as err:
         raise err.with_context(f"sweep of {engine}.backend") from None
+    if fits and found:
+        found = _fitting(cfg, engine, found)
+        if not found:
+            raise AllocationError(
+                f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
+                "(cluster.gpu_memory_gb) with this config",
+                None,
+                None,
+                hint=f"sweep more GPUs (hydra.sweeper.gpus), turn on "
+                f"{engine}.gradient_checkpointing or lower {engine}.mb_spec.max_tokens_per_mb",
+            )
     if not found:
         raise AllocationError(
             f"no valid {backend} layout of {engine} on {gpus} GPUs "
@@ -159,6 +179,86 @@ def engine_layouts(
             "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
         )
     return EngineSweep(engine, backend, gpus, max_tp, tuple(found))
+
+
+def _fitting(cfg: Any, engine: str, specs: Sequence[str]) -> list[str]:
+    """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
+    engines included), smallest memory per GPU of ``engine`` first."""
+    from areal_conf.model_shape import model_shape
+    from areal_conf.validate import validate
+
+    model = cfg.get("model")
+    actor = cfg.get("actor")
+    merged = merge_model(
+        None if model is None else {k: model.get(k) for k in model},
+        None if actor is None else actor.get("path"),
+    )
+    shape = model_shape(merged)
+    if isinstance(shape, str):
+        raise AllocationError(
+            f"hydra.sweeper.fits: cannot check memory, {shape}",
+            None,
+            None,
+            hint="set model.hf_config to the model's config.json, or the model's sizes",
+        )
+    ranked: list[tuple[float, int, str]] = []
+    for i, spec in enumerate(specs):
+        try:
+            plan = validate(_WithBackend(cfg, engine, spec))
+        except AllocationError:
+            continue
+        est = plan.engines[engine].memory
+        if est is not None:
+            ranked.append((est.weights if est.kind == "inference" else est.total, i, spec))
+    return [spec for _, _, spec in sorted(ranked)]
+
+
+class _WithBackend(Mapping[str, Any]):
+    """A read-only view of a config with ``<engine>.backend`` replaced."""
+
+    def __init__(self, base: Any, engine: str, backend: str) -> None:
+        self._base = base
+        self._engine = engine
+        self._backend = backend
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._base.keys():  # noqa: SIM118  (a DictConfig's `in` is slow)
+            if key == self._engine:
+                return {"backend": self._backend}
+            raise KeyError(key)
+        node = self._base.get(key)
+        if key == self._engine:
+            return {"backend": self._backend} if node is None else _WithKey(node, self._backend)
+        return node
+
+    def __iter__(self) -> Any:
+        keys = list(self._base.keys())
+        return iter(keys if self._engine in keys else [*keys, self._engine])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+class _WithKey(Mapping[str, Any]):
+    """An engine node with ``backend`` replaced; other keys are read from the node."""
+
+    def __init__(self, node: Any, backend: str) -> None:
+        self._node = node
+        self._backend = backend
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "backend":
+            return self._backend
+        if key not in self._node.keys():  # noqa: SIM118
+            raise KeyError(key)
+        return self._node.get(key)
+
+    def __iter__(self) -> Any:
+        keys = list(self._node.keys())
+        return iter(keys if "backend" in keys else [*keys, "backend"])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
 # ------------------------------------------------------------------- command line
@@ -190,8 +290,35 @@ def add_layouts_command(commands: Any) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="model shape: only layouts that fit it are listed, e.g. --model num_experts=64 "
-        "num_layers=48 (keys: " + ", ".join(MODEL_KEYS) + ")",
+        help="model shape for the layout rules and the memory check, e.g. --model "
+        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
+        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
+        + ")",
+    )
+    parser.add_argument(
+        "--fits",
+        action="store_true",
+        help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
+        "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
+    )
+    parser.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=DEFAULT_GPU_MEMORY_GB,
+        metavar="GB",
+        help=f"memory of one GPU in GB (10^9 bytes) for --fits; default {DEFAULT_GPU_MEMORY_GB:g}",
+    )
+    parser.add_argument(
+        "--max-tokens-per-mb",
+        type=int,
+        metavar="N",
+        help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
+        "sequence of the model's max_seq_len",
+    )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="for --fits: recompute activations in the backward pass (full recomputation)",
     )
     parser.add_argument(
         "--max-tp",
@@ -220,10 +347,32 @@ def add_layouts_command(commands: Any) -> None:
 
 def run_layouts_command(args: Any) -> None:
     """``python -m areal_conf layouts``; raises AllocationError for bad input."""
-    model = parse_model_args(args.model)
+    model = merge_model(parse_model_args(args.model))
     engine = args.engine or default_engine(args.backend)
     check_engine_kind(engine, args.backend)
     found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
+    shown = found
+    if args.fits:
+        knobs: dict[str, Any] = {"gpu_memory_gb": args.gpu_memory_gb}
+        if args.max_tokens_per_mb is not None:
+            knobs["tokens_per_microbatch"] = args.max_tokens_per_mb
+        if args.gradient_checkpointing:
+            knobs["recompute"] = "full"
+        ranked = fitting_layouts(found, model, knobs, what="--model")
+        found = [spec for spec, _ in ranked]
+        width = max((len(spec) for spec in found), default=0)
+        shown = [f"{spec.ljust(width)}  {memory_text(est)}" for spec, est in ranked]
+        if not found:
+            hint = "more --gpus, a larger --gpu-memory-gb"
+            if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
+                hint += ", --gradient-checkpointing"
+            raise AllocationError(
+                f"no {args.backend} layout on {args.gpus} GPUs fits {args.gpu_memory_gb:g} GB "
+                "per GPU for this model",
+                None,
+                None,
+                hint=f"try {hint} or a smaller --max-tokens-per-mb",
+            )
     if not found:
         cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
         raise AllocationError(
@@ -235,12 +384,47 @@ def run_layouts_command(args: Any) -> None:
     if args.hydra:
         print(shell_sweep_override(f"{engine}.backend", found))
     else:
-        print("\n".join(found))
+        print("\n".join(shown))
 
 
-def parse_model_args(items: Sequence[str]) -> dict[str, int | None]:
+def fitting_layouts(
+    specs: Sequence[str], model: Mapping[str, Any], knobs: Mapping[str, Any], *, what: str
+) -> list[tuple[str, MemoryEstimate]]:
+    """The layouts among ``specs`` that fit a GPU, with their estimates, smallest first
+    (training: total per GPU; inference: weights per GPU, i.e. most KV cache first)."""
+    from areal_conf.memory import estimate
+    from areal_conf.model_shape import model_shape
+
+    shape = model_shape(model)
+    if isinstance(shape, str):
+        raise AllocationError(
+            f"{what}: cannot check memory, {shape}",
+            None,
+            None,
+            hint="give the model's config.json (hf_config=PATH) or its sizes",
+        )
+    ranked: list[tuple[float, int, str, MemoryEstimate]] = []
+    for i, spec in enumerate(specs):
+        est = estimate(spec, shape, **knobs)
+        if est.fits:
+            ranked.append((est.weights if est.kind == "inference" else est.total, i, spec, est))
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    return [(spec, est) for _, _, spec, est in ranked]
+
+
+def memory_text(est: MemoryEstimate) -> str:
+    """``41.2 GB/GPU`` (training) or ``17.6 GB/GPU weights, 54.4 GB KV cache`` (inference)."""
+    if est.kind == "inference":
+        return (
+            f"{est.weights / GB:.1f} GB/GPU weights, {est.kv_cache / GB:.1f} GB KV cache "
+            f"({est.kv_cache_tokens or 0:,} tokens)"
+        )
+    return f"{est.total / GB:.1f} GB/GPU"
+
+
+def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
     """``["num_experts=64", "model.num_layers=48"]`` → ``{"num_experts": 64, ...}``."""
-    model: dict[str, int | None] = {}
+    model: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("model.")
@@ -252,7 +436,11 @@ def parse_model_args(items: Sequence[str]) -> dict[str, int | None]:
                 hint="e.g. --model num_experts=64 num_layers=48",
             )
         text = value.strip()
-        if text.lower() in ("null", "none", ""):
+        if key == "hf_config":
+            model[key] = text or None
+        elif key == "tie_word_embeddings" and text.lower() in ("true", "false"):
+            model[key] = text.lower() == "true"
+        elif text.lower() in ("null", "none", ""):
             model[key] = None
         elif text.isascii() and text.isdigit():
             model[key] = int(text)

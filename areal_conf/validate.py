@@ -14,6 +14,7 @@ from typing import Any
 
 from areal_conf.engines import read_engines, read_value, resolve_colocation
 from areal_conf.errors import AllocationError
+from areal_conf.fit import check_memory
 from areal_conf.plan import EnginePlan, Plan, place, placement_warnings
 
 
@@ -24,12 +25,13 @@ def validate(cfg: Any) -> Plan:
     engines = resolve_colocation(read_engines(cfg))
     if n_gpus_per_node:
         _check_capacity(engines, n_nodes, n_gpus_per_node)
-    model = read_value(cfg, "model", "model")
+    model = _model_section(cfg)
     if model:
         _check_model(engines, model)
     if not n_gpus_per_node:
-        # A CPU run: processes only, nothing to place.
+        # A CPU run: processes only, nothing to place and no GPU memory to check.
         return Plan(engines, n_nodes, n_gpus_per_node)
+    memory = check_memory(cfg, engines, model, n_nodes, n_gpus_per_node)
     separated = [
         (name, e.allocation)
         for name, e in engines.items()
@@ -37,10 +39,13 @@ def validate(cfg: Any) -> Plan:
     ]
     slots = place(separated, n_nodes, n_gpus_per_node)
     placed = {
-        name: replace(e, slots=slots.get(e.owner, ())) if e.enabled else e
+        name: replace(e, slots=slots.get(e.owner, ()), memory=memory.estimates.get(name))
+        if e.enabled
+        else e
         for name, e in engines.items()
     }
-    return Plan(placed, n_nodes, n_gpus_per_node, placement_warnings(separated, n_gpus_per_node))
+    warnings = placement_warnings(separated, n_gpus_per_node) + memory.warnings
+    return Plan(placed, n_nodes, n_gpus_per_node, warnings, memory_note=memory.note)
 
 
 def check_allocation_mode(value: object) -> None:
@@ -95,10 +100,24 @@ def _check_capacity(engines: dict[str, EnginePlan], n_nodes: int, per_node: int)
     )
 
 
-def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
-    from areal_conf.model_checks import check_model
+def _model_section(cfg: Any) -> dict[str, Any]:
+    """The model section, its blanks filled from model.hf_config or a local actor.path."""
+    from areal_conf.model_checks import validate_model
+    from areal_conf.model_shape import check_shape_values, merge_model
 
-    section = {k: model.get(k) for k in model}
+    model = read_value(cfg, "model", "model") or {}
+    section = {k: read_value(model, k, f"model.{k}") for k in model}
+    validate_model(section)  # unknown keys, and the layout rules' values
+    check_shape_values(section)
+    actor = read_value(cfg, "actor", "actor")
+    path = read_value(actor, "path", "actor.path") if actor is not None else None
+    return merge_model(section, path)
+
+
+def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
+    from areal_conf.model_checks import MODEL_KEYS, check_model
+
+    section = {k: model.get(k) for k in MODEL_KEYS}
     for name, e in engines.items():
         if e.allocation is not None:
             check_model(name, e.allocation, section)

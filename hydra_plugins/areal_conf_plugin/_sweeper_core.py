@@ -120,6 +120,7 @@ def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> lis
                 backend=sweeper.backend,
                 gpus=sweeper.gpus,
                 max_tp=sweeper.max_tp,
+                fits=sweeper.fits,
             )
         except AllocationError as err:
             where = f" with overrides {' '.join(combination)}" if combination else ""

@@ -39,6 +39,9 @@ class AReaLLayoutsSweeperConf:
     max_tp: int | None = None
     # Refuse a sweep of more jobs than this (null: no limit); the message says how many.
     max_jobs: int | None = 1000
+    # Keep only layouts whose memory per GPU fits cluster.gpu_memory_gb, smallest first
+    # (needs the model shape: model.hf_config or the model section's sizes).
+    fits: bool = False
     # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
     max_batch_size: int | None = None
     # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.
@@ -65,6 +68,7 @@ class AReaLLayoutsSweeper(BasicSweeper):
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
         max_jobs: int | None = 1000,
+        fits: bool = False,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.max_jobs = max_jobs
@@ -72,6 +76,7 @@ class AReaLLayoutsSweeper(BasicSweeper):
         self.backend = backend
         self.gpus = gpus
         self.max_tp = max_tp
+        self.fits = fits
 
     def sweep(self, arguments: list[str]) -> Any:
         from hydra_plugins.areal_conf_plugin import _sweeper_core

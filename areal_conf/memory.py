@@ -1,0 +1,687 @@
+"""Per-GPU memory of one engine: :func:`estimate` (pure; no Hydra, no config reading).
+
+Bytes on the most loaded GPU of an engine, term by term (:class:`MemoryEstimate`).
+
+Training (bf16 mixed precision, Adam). Per parameter: the bf16 weight (2 bytes), its
+gradient (``grad_reduce_dtype``: 4 bytes in float32, AReaL's default) and the optimizer
+state, K = 12 bytes (fp32 master weight and two fp32 moments; 8 when the weights are
+fp32 already). How each term is split over the GPUs follows the backend:
+
+- fsdp: full shard (ZeRO stage 3) over the ``dp×cp`` ranks, after tensor parallelism;
+- megatron: dense parts split by ``tp×pp``, routed experts by ``etp×ep×pp``; the
+  distributed optimizer (AReaL's default) shards the optimizer state over ``dp×cp``
+  (experts: over ``edp``), ZeRO stage 1, as in Megatron-LM's
+  ``theoretical_memory_usage.py`` (6 + 12/dp bytes per parameter);
+- archon: Megatron's split, then full shard over ``dp×cp`` (experts: ``edp``).
+
+The most loaded rank is the first pipeline stage: ``num_layers/pp`` layers plus the
+input embedding (and the output layer when ``pp == 1`` and it is not tied).
+
+Activations per micro-batch follow Korthikanti et al. (2022), Table 2, per layer, with
+``s`` the tokens of a micro-batch on one GPU (``tokens_per_microbatch / cp``, sequences
+packed, ``b = 1``), ``h`` the hidden size, ``a`` the heads, ``t`` the tensor parallel
+size and ``f`` the FFN size over ``h`` (4 in the paper, which gives its 34):
+
+- no parallelism: ``sbh(18 + 4f + 5as/h)``;
+- tensor parallel: ``sbh(10 + (8 + 4f)/t + 5as/(ht))``;
+- tensor and sequence parallel: ``sbh((18 + 4f)/t + 5as/(ht))``;
+- full recomputation: ``2sbh`` per layer (``/t`` with sequence parallelism), plus one
+  layer's activations while it is recomputed.
+
+With flash attention (the default) the ``5as/h`` attention scores are not stored. The
+first pipeline stage holds ``pp`` micro-batches of ``num_layers/pp`` layers, i.e. all
+layers' worth. With ``pp == 1`` the output layer's fp32 logits (``4·s·V/t``) are added,
+as Megatron-LM does. MoE layers use ``f = (topk × moe_ffn + shared_ffn) / h``.
+
+Inference (sglang, vllm): weights split by ``tp×pp``; the engine reserves
+``mem_fraction × gpu_memory`` (``sglang.mem_fraction_static``,
+``vllm.gpu_memory_utilization``), and the KV cache is what the weights leave of it:
+``2 (K and V) × num_layers/pp × ceil(kv_heads/tp) × head_dim × 2 bytes`` per token on each
+GPU of an instance.
+
+Not modelled: CUDA context and allocator fragmentation, FSDP's transient all-gather
+buffers, communication buffers, multi-latent attention (DeepSeek's MLA is counted as
+plain attention), LoRA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from areal_conf.allocation import ModelAllocation
+from areal_conf.errors import AllocationError
+from areal_conf.model_shape import ModelShape, model_shape
+
+GB: Final = 1e9  # the papers' unit, and cluster.gpu_memory_gb's
+
+TERMS: Final = ("weights", "grads", "optimizer", "activations", "kv_cache")
+
+# AReaL's defaults (areal/api/cli_args.py): SGLangConfig.mem_fraction_static and
+# vLLMConfig.gpu_memory_utilization are both 0.9.
+DEFAULT_MEM_FRACTION: Final = {"sglang": 0.9, "vllm": 0.9}
+DEFAULT_GPU_MEMORY_GB: Final = 80.0
+
+_DTYPE_BYTES: Final = {
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float8": 1,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+
+Recompute = Literal["none", "full"]
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes on an engine's most loaded GPU; ``total`` is what the engine takes there.
+
+    For inference, ``total`` is the memory the engine reserves and ``kv_cache`` is what
+    its weights leave of it; ``kv_cache_tokens`` tokens fit (``kv_cache_sequences``
+    full-length sequences) against ``kv_cache_tokens_needed`` that the config asks for.
+    """
+
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float
+    kv_cache: float
+    total: float
+    capacity: float
+    kind: Literal["training", "forward", "inference"]
+    kv_cache_tokens: int | None = None
+    kv_cache_sequences: int | None = None
+    kv_cache_tokens_needed: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        if self.kind == "inference":
+            return self.weights < self.total <= self.capacity
+        return self.total <= self.capacity
+
+    def biggest(self) -> tuple[str, float]:
+        """The largest term that uses memory (the KV cache of inference is what is left)."""
+        terms = {t: getattr(self, t) for t in TERMS if t != "kv_cache" or self.kind != "inference"}
+        name = max(terms, key=lambda t: terms[t])
+        return name, terms[name]
+
+    def gb(self) -> dict[str, float]:
+        """The terms and the total in GB (10^9 bytes), rounded to 0.01."""
+        return {t: round(getattr(self, t) / GB, 2) for t in (*TERMS, "total")}
+
+    def breakdown(self) -> str:
+        """``weights 17.6 + grads 35.3 + ... = 123.4 GB``, the terms that are not zero."""
+        if self.kind == "inference":
+            text = (
+                f"reserves {self.total / GB:.1f} GB: weights {self.weights / GB:.1f} + "
+                f"KV cache {self.kv_cache / GB:.1f} GB"
+            )
+            if self.kv_cache_tokens is not None:
+                text += f" ({self.kv_cache_tokens:,} tokens"
+                if self.kv_cache_sequences is not None:
+                    text += f", {self.kv_cache_sequences:,} full-length sequences"
+                text += ")"
+            if self.kv_cache_tokens_needed is not None:
+                text += f"; the config asks for {self.kv_cache_tokens_needed:,} tokens"
+            return text
+        parts = [
+            f"{name.replace('_', ' ')} {getattr(self, name) / GB:.1f}"
+            for name in TERMS
+            if getattr(self, name)
+        ]
+        return " + ".join(parts) + f" = {self.total / GB:.1f} GB"
+
+
+def dtype_bytes(name: str) -> int:
+    try:
+        return _DTYPE_BYTES[str(name).lower().removeprefix("torch.")]
+    except KeyError:
+        raise AllocationError(
+            f"unknown data type {name!r}",
+            name,
+            None,
+            hint="use one of " + ", ".join(sorted(_DTYPE_BYTES)),
+        ) from None
+
+
+# -- parameters ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    """Parameters held by one GPU of the most loaded pipeline stage, by how they split."""
+
+    dense: float  # split by tp (attention, dense MLP, shared experts, embeddings)
+    replicated: float  # norms and routers: on every tp rank
+    experts: float  # routed experts: split by etp×ep
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.replicated + self.experts
+
+
+def parameter_count(model: ModelShape) -> int:
+    """All parameters of the model (SwiGLU MLPs, RMSNorm, no biases)."""
+    s = _layer_params(model)
+    embed = model.vocab_size * model.hidden_size
+    dense_layers = model.num_layers * (s["attn"] + s["mlp"] + s["norms"])
+    return int(dense_layers + embed * (1 if model.tie_word_embeddings else 2) + model.hidden_size)
+
+
+def _layer_params(m: ModelShape) -> dict[str, float]:
+    h = m.hidden_size
+    attn = h * m.head_dim * (2 * m.num_attention_heads + 2 * m.num_kv_heads)
+    if m.is_moe:
+        experts = m.num_experts or 0
+        shared = 3 * h * m.moe_shared_expert_ffn_hidden_size
+        return {
+            "attn": attn,
+            "mlp": shared + 3 * h * m.moe_ffn_hidden_size * experts + h * experts,
+            "dense": attn + shared,
+            "routed": 3 * h * m.moe_ffn_hidden_size * experts,
+            "norms": 2 * h + h * experts,  # router weights are replicated like the norms
+        }
+    mlp = 3 * h * m.ffn_hidden_size
+    return {"attn": attn, "mlp": mlp, "dense": attn + mlp, "routed": 0, "norms": 2 * h}
+
+
+def split_parameters(
+    model: ModelShape,
+    tp: int,
+    pp: int,
+    etp: int,
+    ep: int,
+    *,
+    experts_by_tp: bool = False,
+    value_head: bool = False,
+) -> ParamSplit:
+    """Megatron-LM's most loaded shard: the first stage, with the embedding.
+
+    ``experts_by_tp`` splits routed experts by tp like the rest (FSDP's tensor
+    parallelism, and inference engines). ``value_head``: a critic's output layer maps
+    the hidden state to one value instead of the vocabulary.
+    """
+    s = _layer_params(model)
+    h = model.hidden_size
+    layers = model.num_layers / pp
+    embed = model.vocab_size * h
+    dense = layers * s["dense"] + embed
+    if pp == 1 and value_head:
+        dense += h
+    elif pp == 1 and not model.tie_word_embeddings:
+        dense += embed  # the output layer sits on the same (only) stage
+    replicated = layers * s["norms"] + h
+    experts = layers * s["routed"]
+    expert_split = tp if experts_by_tp else etp * ep
+    return ParamSplit(dense / tp, replicated, experts / expert_split)
+
+
+# -- activations -----------------------------------------------------------------------
+
+
+def activation_bytes_per_layer(
+    s: float,
+    b: float,
+    h: int,
+    a: int,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: Recompute = "none",
+    flash_attention: bool = False,
+    ffn_hidden_size: float | None = None,
+    attention_seq_len: float | None = None,
+) -> float:
+    """Korthikanti et al., Table 2: activation bytes of one transformer layer.
+
+    ``s`` tokens per sequence (or packed micro-batch), ``b`` sequences, ``h`` hidden size,
+    ``a`` heads; ``ffn_hidden_size`` defaults to ``4h`` (the paper's 34 = 18 + 4·4);
+    ``attention_seq_len`` is the ``s`` of the ``5as/h`` score term (the sequence length
+    when sequences are packed). With ``flash_attention`` the scores are not stored.
+    """
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (tp if sequence_parallel else 1)
+    f = 4.0 if ffn_hidden_size is None else ffn_hidden_size / h
+    s_attn = s if attention_seq_len is None else attention_seq_len
+    scores = 0.0 if flash_attention else sbh * 5 * a * s_attn / (h * tp)
+    if sequence_parallel or tp == 1:
+        return sbh * (18 + 4 * f) / tp + scores
+    return sbh * (10 + (8 + 4 * f) / tp) + scores
+
+
+# -- the estimate ----------------------------------------------------------------------
+
+
+def estimate(
+    allocation_or_spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    trainable: bool = True,
+    is_critic: bool = False,
+    tokens_per_microbatch: int | None = None,
+    recompute: Recompute = "none",
+    sequence_parallel: bool | None = None,
+    flash_attention: bool = True,
+    distributed_optimizer: bool = True,
+    zero_stage: int | None = None,
+    dtype: str = "bfloat16",
+    grad_reduce_dtype: str = "float32",
+    mem_fraction: float | None = None,
+    gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB,
+    max_concurrent_rollouts: int | None = None,
+    prompt_len: int = 0,
+    max_new_tokens: int = 16384,
+) -> MemoryEstimate:
+    """Bytes per GPU of one engine on its most loaded GPU.
+
+    Knobs (AReaL's name and default where AReaL has one):
+
+    - ``trainable``: False for engines without an optimizer (ref, teacher: weights and
+      a forward pass only);
+    - ``is_critic``: a value head (one output) instead of the vocabulary (AReaL's key);
+    - ``tokens_per_microbatch``: ``mb_spec.max_tokens_per_mb`` (default None: one
+      sequence of ``max_seq_len``; unknown too: activations are not counted, a note says so);
+    - ``recompute``: ``"full"`` when ``gradient_checkpointing`` is on (default off);
+    - ``sequence_parallel``: default ``tp > 1``, as AReaL's Megatron engine sets it;
+    - ``flash_attention``: ``attn_impl`` is ``flash_attention_2`` (AReaL's default);
+    - ``distributed_optimizer``: ``megatron.ddp.use_distributed_optimizer`` (default on);
+    - ``zero_stage``: 0-3 to override the backend's own sharding (fsdp 3, archon 3,
+      megatron 1 with the distributed optimizer, else 0);
+    - ``dtype``, ``grad_reduce_dtype``: AReaL's keys (bfloat16, float32);
+    - ``mem_fraction``: ``sglang.mem_fraction_static`` / ``vllm.gpu_memory_utilization``
+      (default 0.9);
+    - ``gpu_memory_gb``: ``cluster.gpu_memory_gb`` (80);
+    - ``max_concurrent_rollouts``, ``prompt_len`` (``train_dataset.max_length``),
+      ``max_new_tokens`` (``gconfig.max_new_tokens``, default 16384): the KV cache the
+      config asks for.
+    """
+    alloc = _allocation(allocation_or_spec)
+    shape = model if isinstance(model, ModelShape) else model_shape(model)
+    if isinstance(shape, str):
+        raise AllocationError(
+            shape,
+            None,
+            None,
+            hint="give at least " + "num_layers, hidden_size, "
+            "num_attention_heads, ffn_hidden_size and vocab_size",
+        )
+    capacity = gpu_memory_gb * GB
+    if alloc.is_inference:
+        return _inference(
+            alloc,
+            shape,
+            capacity,
+            mem_fraction,
+            max_concurrent_rollouts,
+            prompt_len,
+            max_new_tokens,
+            dtype,
+        )
+    p = alloc.parallel
+    tp, pp, cp = p.tp_size, p.pp_size, p.cp_size
+    backend = alloc.backend
+    if backend == "fsdp":
+        split = split_parameters(shape, tp, 1, tp, 1, experts_by_tp=True, value_head=is_critic)
+    else:
+        split = split_parameters(shape, tp, pp, p.etp_size, p.ep_size, value_head=is_critic)
+    stage = zero_stage
+    if stage is None:
+        stage = 1 if backend == "megatron" and distributed_optimizer else 3
+        if backend == "megatron" and not distributed_optimizer:
+            stage = 0
+    if stage not in (0, 1, 2, 3):
+        raise AllocationError(
+            f"zero_stage must be 0, 1, 2 or 3, got {stage!r}",
+            stage,
+            None,
+            hint="0: no sharding; 1: optimizer state; 2: and gradients; 3: and weights",
+        )
+    dense_group = p.dp_size * cp
+    expert_group = dense_group if backend == "fsdp" else p.edp_size
+    param_bytes = dtype_bytes(dtype)
+    grad_bytes = dtype_bytes(grad_reduce_dtype)
+    k = 12 if param_bytes < 4 else 8
+
+    def sharded(count_dense: float, count_experts: float, per_param: float, on: bool) -> float:
+        if not on:
+            return (count_dense + count_experts) * per_param
+        return count_dense * per_param / dense_group + count_experts * per_param / expert_group
+
+    dense_params = split.dense + split.replicated
+    weights = sharded(dense_params, split.experts, param_bytes, stage >= 3)
+    notes: list[str] = []
+    if not trainable:
+        grads = optimizer = 0.0
+    else:
+        grads = sharded(dense_params, split.experts, grad_bytes, stage >= 2)
+        optimizer = sharded(dense_params, split.experts, k, stage >= 1)
+    tokens = tokens_per_microbatch
+    if tokens is None:
+        tokens = shape.max_seq_len
+    if tokens is None:
+        activations = 0.0
+        notes.append(
+            "activations not counted: set mb_spec.max_tokens_per_mb (or model.max_seq_len)"
+        )
+    else:
+        sp = (tp > 1) if sequence_parallel is None else sequence_parallel
+        activations = _activations(
+            shape,
+            tokens / cp,
+            tp,
+            pp,
+            sp,
+            recompute if trainable else "none",
+            flash_attention,
+            trainable,
+            1 if is_critic else shape.vocab_size,
+        )
+    total = weights + grads + optimizer + activations
+    return MemoryEstimate(
+        weights,
+        grads,
+        optimizer,
+        activations,
+        0.0,
+        total,
+        capacity,
+        "training" if trainable else "forward",
+        notes=tuple(notes),
+    )
+
+
+def _activations(
+    m: ModelShape,
+    s: float,
+    tp: int,
+    pp: int,
+    sp: bool,
+    recompute: Recompute,
+    flash: bool,
+    backward: bool,
+    outputs: int,
+) -> float:
+    h, a = m.hidden_size, m.num_attention_heads
+    if m.is_moe:
+        ffn = m.moe_router_topk * m.moe_ffn_hidden_size + m.moe_shared_expert_ffn_hidden_size
+    else:
+        ffn = m.ffn_hidden_size
+    s_attn = m.max_seq_len or s
+
+    def layer(mode: Recompute) -> float:
+        return activation_bytes_per_layer(
+            s,
+            1,
+            h,
+            a,
+            tp=tp,
+            sequence_parallel=sp,
+            recompute=mode,
+            flash_attention=flash,
+            ffn_hidden_size=ffn,
+            attention_seq_len=s_attn,
+        )
+
+    logits = 4 * s * outputs / tp if pp == 1 else 0.0
+    if not backward:
+        return layer("none") + logits  # a forward pass keeps one layer at a time
+    # The first stage holds pp micro-batches of num_layers/pp layers: num_layers in all.
+    if recompute == "full":
+        return m.num_layers * layer("full") + layer("none") + logits
+    return m.num_layers * layer("none") + logits
+
+
+def _inference(
+    alloc: ModelAllocation,
+    m: ModelShape,
+    capacity: float,
+    mem_fraction: float | None,
+    concurrent: int | None,
+    prompt_len: int,
+    max_new_tokens: int,
+    dtype: str,
+) -> MemoryEstimate:
+    p = alloc.parallel
+    tp, pp = p.tp_size, p.pp_size
+    fraction = mem_fraction
+    if fraction is None:
+        fraction = DEFAULT_MEM_FRACTION.get(alloc.backend, 0.9)
+    if not 0 < fraction <= 1:
+        raise AllocationError(
+            f"the memory fraction of {alloc.backend} must be in (0, 1], got {fraction!r}",
+            fraction,
+            None,
+            hint="e.g. sglang.mem_fraction_static=0.8",
+        )
+    weight_bytes = dtype_bytes(dtype)
+    weights = split_parameters(m, tp, pp, tp, 1, experts_by_tp=True).total * weight_bytes
+    reserved = fraction * capacity
+    kv = max(0.0, reserved - weights)
+    per_token = kv_bytes_per_token(m, tp, pp, dtype)
+    tokens = int(kv // per_token)
+    seq = prompt_len + max_new_tokens
+    sequences = tokens // seq if seq > 0 else None
+    needed = None
+    if concurrent is not None and seq > 0:
+        needed = math.ceil(concurrent / alloc.num_instances) * seq
+    return MemoryEstimate(
+        weights,
+        0.0,
+        0.0,
+        0.0,
+        kv,
+        reserved,
+        capacity,
+        "inference",
+        kv_cache_tokens=tokens,
+        kv_cache_sequences=sequences,
+        kv_cache_tokens_needed=needed,
+    )
+
+
+def kv_bytes_per_token(m: ModelShape, tp: int = 1, pp: int = 1, dtype: str = "bfloat16") -> float:
+    """KV-cache bytes per token on one GPU: K and V of its layers and its kv heads.
+
+    With more tp ranks than kv heads each rank keeps a copy of one head.
+    """
+    layers = math.ceil(m.num_layers / pp)
+    heads = math.ceil(m.num_kv_heads / tp)
+    return 2 * layers * heads * m.head_dim * dtype_bytes(dtype)
+
+
+def _allocation(value: ModelAllocation | str) -> ModelAllocation:
+    if isinstance(value, ModelAllocation):
+        return value
+    from areal_conf.parser import parse_backend
+
+    return parse_backend(value)
+
+
+# -- engines sharing GPUs, and fixes ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """One engine on a group of GPUs (the owner first, then its colocated engines).
+
+    ``follows``: the engine runs the owner's layout (it is the owner, or its backend is
+    inherited from the owner), so a new layout of the owner is its new layout too.
+    ``offloaded``: it leaves the GPUs while the others run (AReaL's offload).
+    """
+
+    name: str
+    allocation: ModelAllocation
+    knobs: Mapping[str, Any]
+    follows: bool = True
+    offloaded: bool = False
+
+
+@dataclass(frozen=True)
+class GroupNeed:
+    """What a group of engines needs on each of its GPUs."""
+
+    estimates: dict[str, MemoryEstimate]
+    total: float  # resident engines, plus the largest offloaded one while it runs
+
+    def fits(self, budget: float) -> bool:
+        return self.total <= budget and all(e.fits for e in self.estimates.values())
+
+
+def group_need(
+    members: list[Member],
+    shape: ModelShape,
+    layout: ModelAllocation | None = None,
+    change: Mapping[str, Any] | None = None,
+) -> GroupNeed:
+    """Estimate every member (with the owner's ``layout`` and the knob ``change`` for
+    training members, when given) and add them up as they share the GPUs."""
+    estimates: dict[str, MemoryEstimate] = {}
+    resident = 0.0
+    swapped = 0.0
+    for m in members:
+        alloc = _follow(m, layout)
+        knobs = dict(m.knobs)
+        if change and not alloc.is_inference:
+            knobs.update(change)  # recompute is ignored by engines that do not train
+        est = estimate(alloc, shape, **knobs)
+        estimates[m.name] = est
+        if m.offloaded:
+            swapped = max(swapped, est.total)
+        else:
+            resident += est.total
+    return GroupNeed(estimates, resident + swapped)
+
+
+def _follow(m: Member, layout: ModelAllocation | None) -> ModelAllocation:
+    """The member's allocation once the owner takes ``layout``."""
+    if layout is None:
+        return m.allocation
+    if m.follows or (not m.allocation.is_inference and m.allocation.backend == layout.backend):
+        return layout
+    if m.allocation.world_size == layout.world_size:
+        return m.allocation
+    if m.allocation.is_inference and layout.world_size % m.allocation.instance_size == 0:
+        from areal_conf.parser import parse_backend
+
+        p = m.allocation.parallel
+        instances = layout.world_size // m.allocation.instance_size
+        return parse_backend(f"{m.allocation.backend}:d{instances}p{p.pp_size}t{p.tp_size}")
+    return m.allocation  # cannot follow: the layout is rejected by the caller
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change that makes a group fit: overrides (key, value) and the need after it.
+
+    AReaL's own keys that the schema may not declare (``gradient_checkpointing``,
+    ``mb_spec``) are written ``++key``: Hydra adds or sets them either way.
+    """
+
+    changes: tuple[tuple[str, str], ...]
+    need: GroupNeed
+    gpus: int
+
+    def text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.changes)
+
+
+def find_fix(
+    members: list[Member],
+    shape: ModelShape,
+    *,
+    budget: float,
+    n_gpus_per_node: int,
+    max_factor: int = 64,
+) -> Fix | None:
+    """The first change, least disruptive first, after which the group fits ``budget``
+    bytes per GPU: recomputation; another layout of the owner on the same GPUs (more tp
+    or pp, first in layout order); fewer tokens per micro-batch (halved down to 1024);
+    then layouts on 2, 3, ... ``max_factor`` times the GPUs. Each layout is tried as it
+    is, then with recomputation. None when nothing tried fits.
+    """
+    from areal_conf.layouts import layouts
+    from areal_conf.parser import parse_backend
+
+    owner = members[0].allocation
+    trainers = [
+        m for m in members if not m.allocation.is_inference and m.knobs.get("trainable", True)
+    ]
+    recompute = {"recompute": "full"}
+    needs_recompute = [m for m in trainers if m.knobs.get("recompute", "none") != "full"]
+    tries: list[dict[str, Any]] = [{}] + ([recompute] if needs_recompute else [])
+    model = {
+        "num_layers": shape.num_layers,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_kv_heads": shape.num_kv_heads,
+        "num_experts": shape.num_experts,
+        "max_seq_len": shape.max_seq_len,
+    }
+
+    def extra(change: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        if change.get("recompute") == "full":
+            return tuple((f"++{m.name}.gradient_checkpointing", "true") for m in needs_recompute)
+        return ()
+
+    def relayout(layout: ModelAllocation) -> tuple[tuple[str, str], ...] | None:
+        """Overrides that give the group ``layout``; None when a member cannot follow."""
+        out = [(f"{members[0].name}.backend", str(layout))]
+        for m in members[1:]:
+            new = _follow(m, layout)
+            if new.world_size != layout.world_size:
+                return None
+            if not m.follows and new != m.allocation:
+                out.append((f"{m.name}.backend", str(new)))
+        return tuple(out)
+
+    def first_layout(gpus: int) -> Fix | None:
+        """The first layout on ``gpus`` GPUs (layout order: pp, tp, cp ascending) that
+        fits, each tried as it is and then with recomputation."""
+        specs = layouts(owner.backend, gpus, model=model, max_tp=n_gpus_per_node)
+        for spec in specs:
+            layout = parse_backend(spec)
+            if layout == owner:
+                continue
+            overrides = relayout(layout)
+            if overrides is None:
+                continue
+            for change in tries:
+                need = group_need(members, shape, layout, change)
+                if need.fits(budget):
+                    return Fix((*overrides, *extra(change)), need, gpus)
+        return None
+
+    gpus = owner.world_size
+    if needs_recompute:
+        need = group_need(members, shape, None, recompute)
+        if need.fits(budget):
+            return Fix(extra(recompute), need, gpus)
+    fix = first_layout(gpus)
+    if fix is not None:
+        return fix
+    if trainers:
+        tokens = trainers[0].knobs.get("tokens_per_microbatch") or shape.max_seq_len
+        for change in tries:
+            t = tokens
+            while t is not None and t > 1024:
+                t //= 2
+                need = group_need(members, shape, None, {**change, "tokens_per_microbatch": t})
+                if need.fits(budget):
+                    mb = tuple((f"++{m.name}.mb_spec.max_tokens_per_mb", str(t)) for m in trainers)
+                    return Fix((*mb, *extra(change)), need, gpus)
+    for factor in range(2, max_factor + 1):
+        fix = first_layout(gpus * factor)
+        if fix is not None:
+            return fix
+    return None

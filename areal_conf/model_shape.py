@@ -1,0 +1,236 @@
+"""The model's shape, from what a user has: the ``model`` section and a Hugging Face config.
+
+The layout checks need a few sizes (layers, heads, experts, sequence length); the memory
+model (:mod:`areal_conf.memory`) needs the rest of the shape: hidden size, FFN size,
+vocabulary, expert FFN size, router top-k, tied embeddings. A user rarely types them: they
+have the model's ``config.json``. So the ``model`` section also takes ``hf_config``, a path
+to that file (or to the directory holding it), and when ``actor.path`` is a local directory
+with a ``config.json`` that file is read too. Values written in the ``model`` section win
+over the file's. The file is read as JSON, never through ``transformers``, and nothing is
+downloaded: a hub name such as ``Qwen/Qwen2.5-7B`` that is not a local directory is no
+source of shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from areal_conf.errors import AllocationError
+
+# Sizes of the shape, each a positive integer or None (unknown).
+SIZE_KEYS: Final = (
+    "hidden_size",
+    "ffn_hidden_size",
+    "vocab_size",
+    "head_dim",
+    "moe_ffn_hidden_size",
+    "moe_shared_expert_ffn_hidden_size",
+    "moe_router_topk",
+)
+# Keys of the ``model`` section that only the memory model reads (the layout checks of
+# :mod:`areal_conf.model_checks` read the others).
+SHAPE_KEYS: Final = (*SIZE_KEYS, "tie_word_embeddings", "hf_config")
+
+# Hugging Face config.json key -> model section key, first match wins. Covers Llama,
+# Qwen2/2.5/3, Qwen-MoE (num_experts, moe_intermediate_size, shared_expert_...),
+# Mixtral (num_local_experts) and DeepSeek (n_routed_experts, n_shared_experts).
+HF_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "ffn_hidden_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+    "num_kv_heads": ("num_key_value_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "vocab_size": ("vocab_size",),
+    "num_experts": ("num_experts", "num_local_experts", "n_routed_experts"),
+    "moe_ffn_hidden_size": ("moe_intermediate_size",),
+    "moe_shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size",),
+    "moe_router_topk": ("num_experts_per_tok", "moe_topk"),
+    "max_seq_len": ("max_position_embeddings", "n_positions", "max_seq_len"),
+    "tie_word_embeddings": ("tie_word_embeddings",),
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A transformer's sizes; derived defaults filled in (kv heads, head dim, top-k)."""
+
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    num_experts: int | None = None
+    moe_ffn_hidden_size: int = 0
+    moe_shared_expert_ffn_hidden_size: int = 0
+    moe_router_topk: int = 0
+    max_seq_len: int | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts is not None and self.num_experts > 1
+
+
+# Keys without which there is no memory estimate (num_kv_heads, head_dim default).
+REQUIRED: Final = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "ffn_hidden_size",
+    "vocab_size",
+)
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """The model section keys found in a Hugging Face ``config.json`` (a file or its dir).
+
+    Multimodal configs keep the language model under ``text_config``; that part is read.
+    Raises AllocationError when the file is missing or not a JSON object. A file is
+    parsed once while its size and modification time stay the same.
+    """
+    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    try:
+        stat = os.stat(file)
+    except OSError:
+        stat = None
+    if stat is not None:
+        return dict(_read_cached(file, stat.st_mtime_ns, stat.st_size))
+    return dict(_read(path, file))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_cached(file: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return _read(file, file)
+
+
+def _read(path: str, file: str) -> dict[str, Any]:
+    try:
+        with open(file, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise AllocationError(
+            f"model.hf_config: no file {file!r}",
+            path,
+            None,
+            hint="give the path of the model's config.json (or of its directory), "
+            "or null to use the model section alone",
+        ) from None
+    except (OSError, ValueError) as err:
+        raise AllocationError(
+            f"model.hf_config: cannot read {file!r} as JSON ({err})",
+            path,
+            None,
+            hint="give the model's config.json as written by Hugging Face",
+        ) from None
+    if not isinstance(data, dict):
+        raise AllocationError(
+            f"model.hf_config: {file!r} holds no JSON object",
+            path,
+            None,
+            hint="give the model's config.json as written by Hugging Face",
+        )
+    text = data.get("text_config")
+    if isinstance(text, dict) and "hidden_size" not in data:
+        data = {**data, **text}
+    found: dict[str, Any] = {}
+    for key, names in HF_KEYS.items():
+        for name in names:
+            value = data.get(name)
+            if value is None:
+                continue
+            if key == "tie_word_embeddings":
+                found[key] = bool(value)
+            elif type(value) is int and value > 0:
+                found[key] = value
+            break
+    return found
+
+
+def local_config_dir(path: object) -> str | None:
+    """``path`` when it is a local directory holding a ``config.json``, else None."""
+    if isinstance(path, str) and path and os.path.isfile(os.path.join(path, "config.json")):
+        return path
+    return None
+
+
+def merge_model(section: Mapping[str, Any] | None, actor_path: object = None) -> dict[str, Any]:
+    """The model section with its blanks filled from ``hf_config`` or ``actor.path``.
+
+    ``section`` keys that are not None win. ``hf_config`` (when set) is read; otherwise
+    ``actor_path`` when it is a local directory with a ``config.json``. The result has
+    no ``hf_config`` key.
+    """
+    written = {k: v for k, v in (section or {}).items() if v is not None}
+    source = written.pop("hf_config", None)
+    if source is not None and not isinstance(source, str):
+        raise AllocationError(
+            f"model.hf_config must be a path, got {source!r}",
+            source,
+            None,
+            hint="give the path of the model's config.json, "
+            "e.g. model.hf_config=/models/x/config.json",
+        )
+    if source is None:
+        source = local_config_dir(actor_path)
+    from_file = read_hf_config(os.path.expanduser(source)) if source else {}
+    return {**from_file, **written}
+
+
+def model_shape(model: Mapping[str, Any]) -> ModelShape | str:
+    """The shape of a merged model section, or a sentence saying what is missing."""
+    missing = [key for key in REQUIRED if model.get(key) is None]
+    if missing:
+        return (
+            "model shape unknown (no "
+            + ", ".join(f"model.{k}" for k in missing)
+            + "): set model.hf_config to the model's config.json"
+        )
+    heads = int(model["num_attention_heads"])
+    hidden = int(model["hidden_size"])
+    experts = model.get("num_experts")
+    moe_ffn = model.get("moe_ffn_hidden_size") or model["ffn_hidden_size"]
+    return ModelShape(
+        num_layers=int(model["num_layers"]),
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=int(model.get("num_kv_heads") or heads),
+        head_dim=int(model.get("head_dim") or hidden // heads),
+        ffn_hidden_size=int(model["ffn_hidden_size"]),
+        vocab_size=int(model["vocab_size"]),
+        tie_word_embeddings=bool(model.get("tie_word_embeddings") or False),
+        num_experts=int(experts) if experts else None,
+        moe_ffn_hidden_size=int(moe_ffn) if experts else 0,
+        moe_shared_expert_ffn_hidden_size=int(model.get("moe_shared_expert_ffn_hidden_size") or 0),
+        moe_router_topk=int(model.get("moe_router_topk") or (1 if experts else 0)),
+        max_seq_len=model.get("max_seq_len"),
+    )
+
+
+def check_shape_values(section: Mapping[str, Any]) -> None:
+    """Reject a shape key whose value is not a positive integer (a bool for tie_...)."""
+    for key in SIZE_KEYS:
+        value = section.get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            raise AllocationError(
+                f"model.{key} must be a positive integer or null, got {value!r}",
+                value,
+                None,
+                hint=f"write e.g. model.{key}=4096, or null to take it from model.hf_config",
+            )
+    tie = section.get("tie_word_embeddings")
+    if tie is not None and not isinstance(tie, bool):
+        raise AllocationError(
+            f"model.tie_word_embeddings must be true, false or null, got {tie!r}",
+            tie,
+            None,
+            hint="write model.tie_word_embeddings=true when the output layer shares the "
+            "embedding matrix",
+        )

@@ -1,0 +1,425 @@
+"""Model shape from hf_config, the memory check in validate, plan output, train.py, CLI."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from areal_conf import AllocationError
+from areal_conf.cli import main
+from areal_conf.memory import parameter_count
+from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf_config
+from areal_conf.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+HF = ROOT / "tests" / "fixtures" / "hf"
+
+# -- model shape -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, billions, experts",
+    [
+        ("llama3_70b", 70.55, None),
+        ("qwen2_5_7b", 7.62, None),
+        ("qwen3_30b_a3b", 30.5, 128),
+        ("mixtral_8x7b", 46.7, 8),
+    ],
+)
+def test_hf_configs_give_the_published_parameter_counts(
+    name: str, billions: float, experts: int | None
+) -> None:
+    shape = model_shape(read_hf_config(str(HF / name)))
+    assert isinstance(shape, ModelShape)
+    assert shape.num_experts == experts
+    assert parameter_count(shape) / 1e9 == pytest.approx(billions, rel=0.01)
+
+
+def test_hf_config_keys_of_each_family() -> None:
+    qwen3 = read_hf_config(str(HF / "qwen3_30b_a3b" / "config.json"))
+    assert qwen3["head_dim"] == 128 and qwen3["moe_ffn_hidden_size"] == 768
+    assert qwen3["moe_router_topk"] == 8 and qwen3["max_seq_len"] == 40960
+    mixtral = read_hf_config(str(HF / "mixtral_8x7b"))
+    assert mixtral["num_experts"] == 8 and mixtral["moe_router_topk"] == 2
+    assert "moe_ffn_hidden_size" not in mixtral  # Mixtral's experts use intermediate_size
+    shape = model_shape(mixtral)
+    assert isinstance(shape, ModelShape) and shape.moe_ffn_hidden_size == 14336
+
+
+def test_deepseek_and_qwen_moe_keys(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 7168,
+                "n_routed_experts": 256,
+                "n_shared_experts": 1,
+                "num_experts_per_tok": 8,
+                "moe_intermediate_size": 2048,
+                "shared_expert_intermediate_size": 2048,
+                "num_hidden_layers": 61,
+            }
+        )
+    )
+    found = read_hf_config(str(tmp_path))
+    assert found["num_experts"] == 256
+    assert found["moe_router_topk"] == 8
+    assert found["moe_shared_expert_ffn_hidden_size"] == 2048
+
+
+def test_explicit_model_keys_win_over_the_file_and_actor_path_is_read(tmp_path: Path) -> None:
+    merged = merge_model({"hf_config": str(HF / "llama3_70b"), "num_layers": 40})
+    assert merged["num_layers"] == 40 and merged["hidden_size"] == 8192
+    assert "hf_config" not in merged
+    local = tmp_path / "Llama-3-70B"
+    local.mkdir()
+    shutil.copy(HF / "llama3_70b" / "config.json", local / "config.json")
+    assert merge_model({}, str(local))["vocab_size"] == 128256
+    # a hub name is not a local directory: no shape, and nothing is downloaded
+    assert merge_model({}, "meta-llama/Meta-Llama-3-70B") == {}
+    # hf_config wins over actor.path
+    assert merge_model({"hf_config": str(HF / "qwen2_5_7b")}, str(local))["hidden_size"] == 3584
+
+
+def test_unknown_shape_says_what_is_missing() -> None:
+    text = model_shape({"num_layers": 32, "num_attention_heads": 32})
+    assert isinstance(text, str)
+    assert "model.hidden_size" in text and "model.hf_config" in text
+
+
+# -- validate: errors as a table -------------------------------------------------------
+
+LLAMA70B = {
+    "num_layers": 80,
+    "hidden_size": 8192,
+    "ffn_hidden_size": 28672,
+    "num_attention_heads": 64,
+    "num_kv_heads": 8,
+    "vocab_size": 128256,
+    "max_seq_len": 8192,
+}
+
+
+def config(**parts: Any) -> dict[str, Any]:
+    """The actor on its own GPUs; a critic that does not train (``optimizer: null``) and
+    the ref share 8 other GPUs; the rollout 8 more."""
+    cfg: dict[str, Any] = {
+        "rollout": {"backend": "sglang:d1t8"},
+        "actor": {"backend": "fsdp:d8", "mb_spec": {"max_tokens_per_mb": 8192}},
+        "critic": {
+            "backend": "fsdp:d8",
+            "optimizer": None,
+            "scheduling_strategy": {"type": "separation"},
+        },
+        "ref": {
+            "backend": "fsdp:d8",
+            "scheduling_strategy": {"type": "colocation", "target": "critic"},
+        },
+        "cluster": {"n_nodes": 3, "n_gpus_per_node": 8},
+        "model": dict(LLAMA70B),
+    }
+    for key, value in parts.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+ERRORS = [
+    (
+        config(),
+        "actor: fsdp:d8 needs",
+        "the biggest term is",
+        "actor.backend=fsdp:",
+    ),
+    (
+        config(rollout={"backend": "sglang:d8"}),
+        "rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
+        "sglang.mem_fraction_static",
+        "rollout.backend=sglang:",
+    ),
+    (
+        config(
+            actor={"backend": "fsdp:d32"},
+            ref={"backend": "", "scheduling_strategy": {"type": "colocation", "target": "actor"}},
+            critic={
+                "backend": "",
+                "scheduling_strategy": {"type": "colocation", "target": "actor"},
+            },
+            cluster={"n_nodes": 5},  # the critic does not train (optimizer: null)
+        ),
+        "actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
+        "the biggest term is actor's",
+        "this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
+    ),
+    (
+        config(cluster={"gpu_memory_gb": 0}),
+        "cluster.gpu_memory_gb: must be a positive number",
+        "",
+        "cluster.gpu_memory_gb=80",
+    ),
+    (
+        config(model={"hf_config": "/nonexistent/config.json"}),
+        "model.hf_config: no file '/nonexistent/config.json'",
+        "",
+        "config.json",
+    ),
+    (
+        config(model={"hidden_size": -1}),
+        "model.hidden_size must be a positive integer or null",
+        "",
+        "model.hidden_size=4096",
+    ),
+    (
+        config(model={"hidden_sise": 8192}),
+        "unknown key hidden_sise in the model section",
+        "",
+        "did you mean hidden_size?",
+    ),
+]
+
+
+@pytest.mark.parametrize("cfg, message, also, hint", ERRORS)
+def test_memory_errors(cfg: dict[str, Any], message: str, also: str, hint: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    err = info.value
+    assert message in err.reason
+    assert also in err.reason or also in err.hint
+    assert hint in err.hint
+
+
+def test_the_hint_fits() -> None:
+    """Applying the overrides of the hint gives a config that validates."""
+    with pytest.raises(AllocationError) as info:
+        validate(config())
+    cfg = config()
+    for item in shlex.split(info.value.hint.split(": ", 1)[1].split(" (", 1)[0]):
+        key, value = item.lstrip("+").split("=", 1)
+        section, _, field = key.partition(".")
+        cfg.setdefault(section, {})[field] = int(value) if value.isdigit() else value
+    plan = validate(cfg)
+    actor = plan.engines["actor"].memory
+    assert actor is not None and actor.fits and actor.total <= 80e9
+
+
+def test_offload_lets_colocated_engines_share() -> None:
+    shared = {"backend": "", "scheduling_strategy": {"type": "colocation", "target": "actor"}}
+    cfg = config(
+        model={"hf_config": str(HF / "qwen2_5_7b"), **dict.fromkeys(LLAMA70B)},
+        rollout={"backend": "sglang:d2t4"},
+        critic=dict(shared, optimizer={"type": "adam"}, mb_spec={"max_tokens_per_mb": 8192}),
+        ref=dict(shared),
+    )
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    assert "++enable_offload=true" in info.value.hint
+    plan = validate({**cfg, "enable_offload": True})
+    assert plan.engines["critic"].memory is not None
+
+
+def test_recompute_and_smaller_micro_batches_are_read_from_areal_keys() -> None:
+    base = config(actor={"backend": "fsdp:d8"}, rollout={"backend": "sglang:d2t4"})
+    base["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
+    plain = validate(base).engines["actor"].memory
+    recompute = (
+        validate({**base, "actor": {**base["actor"], "gradient_checkpointing": True}})
+        .engines["actor"]
+        .memory
+    )
+    smaller = (
+        validate({**base, "actor": {**base["actor"], "mb_spec": {"max_tokens_per_mb": 4096}}})
+        .engines["actor"]
+        .memory
+    )
+    assert plain is not None and recompute is not None and smaller is not None
+    assert recompute.activations < plain.activations
+    assert smaller.activations < plain.activations
+    assert recompute.weights == plain.weights == smaller.weights
+
+
+def test_kv_cache_against_the_rollouts_asked_for() -> None:
+    cfg = config(actor={"backend": "fsdp:d8"}, rollout={"backend": "sglang:d1t4"})
+    cfg["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
+    cfg["rollout"]["max_concurrent_rollouts"] = 4096
+    cfg["gconfig"] = {"max_new_tokens": 16384}
+    cfg["train_dataset"] = {"max_length": 1024}
+    plan = validate(cfg)
+    rollout = plan.engines["rollout"].memory
+    assert rollout is not None
+    assert rollout.kv_cache_tokens_needed == 4096 * (1024 + 16384)
+    assert any("rollout: the KV cache of an instance holds" in w for w in plan.warnings)
+
+
+# -- the plan and its JSON ----------------------------------------------------------------
+
+
+def test_plan_shows_gb_per_gpu() -> None:
+    cfg = config(actor={"backend": "fsdp:d8"}, rollout={"backend": "sglang:d2t4"})
+    cfg["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
+    plan = validate(cfg)
+    data = plan.to_dict()
+    memory = data["engines"]["actor"]["memory"]
+    assert set(memory) == {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}
+    assert memory["total"] == pytest.approx(
+        sum(memory[k] for k in ("weights", "grads", "optimizer", "activations")), abs=0.05
+    )
+    assert data["engines"]["rollout"]["memory"]["kv_cache"] > 0
+    assert data["memory_note"] is None
+    table = plan.table()
+    assert "GB/GPU" in table.splitlines()[0]
+    assert f"{plan.engines['actor'].memory.total / 1e9:.1f}" in table  # type: ignore[union-attr]
+
+
+def test_plan_says_when_memory_is_not_checked() -> None:
+    plan = validate(
+        {
+            "rollout": {"backend": "sglang:d2t4"},
+            "actor": {"backend": "fsdp:d8"},
+            "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+        }
+    )
+    assert plan.engines["actor"].memory is None
+    assert plan.to_dict()["engines"]["actor"]["memory"] is None
+    assert plan.memory_note.startswith("memory not checked: model shape unknown")
+    assert plan.memory_note in plan.table()
+
+
+# -- train.py and the CLI, as a user runs them ---------------------------------------------
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(tmp_path: Path) -> None:
+    rejected = run(tmp_path, "+experiment=llama70b_fsdp")
+    assert rejected.returncode == 2
+    assert "Traceback" not in rejected.stderr
+    assert "together need" in rejected.stderr and "GB per GPU" in rejected.stderr
+    assert "the biggest term is" in rejected.stderr
+    hint = next(line for line in rejected.stderr.splitlines() if line.startswith("hint: "))
+    overrides = shlex.split(hint.split("this would fit: ", 1)[1].split(" (", 1)[0])
+    assert any(o.startswith("actor.backend=fsdp:") for o in overrides)
+    accepted = run(tmp_path, "+experiment=llama70b_fsdp", *overrides)
+    assert accepted.returncode == 0, accepted.stderr
+    plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
+    assert plan["engines"]["actor"]["memory"]["total"] <= 80
+
+
+def test_train_default_config_passes_and_says_memory_was_not_checked(tmp_path: Path) -> None:
+    done = run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "memory not checked" in done.stdout
+
+
+def test_layouts_fits_prints_gb_and_sorts(capsys: pytest.CaptureFixture[str]) -> None:
+    fixture = str(HF / "qwen3_30b_a3b")
+    argv = ["layouts", "megatron", "--gpus", "64", "--model", f"hf_config={fixture}"]
+    assert main([*argv, "--max-tokens-per-mb", "16384"]) == 0
+    every = capsys.readouterr().out.split()
+    assert main([*argv, "--max-tokens-per-mb", "16384", "--fits"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 0 < len(lines) < len(every)
+    sizes = [float(line.split()[1]) for line in lines]
+    assert all(line.split()[2] == "GB/GPU" for line in lines)
+    assert sizes == sorted(sizes) and sizes[-1] <= 80
+    assert {line.split()[0] for line in lines} <= set(every)
+
+
+def test_layouts_fits_needs_a_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["layouts", "fsdp", "--gpus", "8", "--fits"]) == 2
+    assert "model shape unknown" in capsys.readouterr().err
+
+
+# -- the layouts sweeper's fits -----------------------------------------------------------
+
+
+def test_engine_layouts_fits_keeps_what_validate_accepts_smallest_first() -> None:
+    from areal_conf.sweeps import engine_layouts
+
+    cfg = config(rollout={"backend": "sglang:d2t4"})
+    cfg["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
+    cfg["actor"]["mb_spec"] = {"max_tokens_per_mb": 65536}
+    every = engine_layouts(cfg, "actor").layouts
+    kept = engine_layouts(cfg, "actor", fits=True).layouts
+    assert 0 < len(kept) < len(every)
+    totals = []
+    for spec in every:
+        try:
+            plan = validate({**cfg, "actor": {**cfg["actor"], "backend": spec}})
+        except AllocationError:
+            assert spec not in kept
+            continue
+        assert spec in kept
+        memory = plan.engines["actor"].memory
+        assert memory is not None
+        totals.append((memory.total, spec))
+    assert [spec for _, spec in sorted(totals)] == list(kept)
+
+
+def test_explain_shows_the_breakdown() -> None:
+    from areal_conf.explain import explain_config
+
+    text = explain_config(
+        ROOT / "conf" / "config.yaml",
+        [
+            f"model.hf_config={HF / 'qwen2_5_7b'}",
+            "++actor.gradient_checkpointing=true",
+            "++critic.gradient_checkpointing=true",
+        ],
+    )
+    assert "memory per GPU (GB = 10^9 bytes; a GPU has 80 GB)" in text
+    assert "actor (fsdp:d4t2, training): weights" in text
+    assert "ref (fsdp:d4t2, forward only): weights" in text
+    assert "rollout (sglang:d2t4, inference): reserves 72.0 GB" in text
+    assert "on actor's GPUs: actor + critic + ref = " in text
+
+
+def test_layouts_fits_hydra_override_lists_fitting_layouts_smallest_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "layouts",
+        "fsdp",
+        "--gpus",
+        "32",
+        "--model",
+        f"hf_config={HF / 'llama3_70b'}",
+        "--max-tokens-per-mb",
+        "8192",
+        "--gradient-checkpointing",
+        "--fits",
+    ]
+    assert main(argv) == 0
+    ranked = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert main([*argv, "--hydra"]) == 0
+    override = capsys.readouterr().out.strip()
+    assert override == "actor.backend=" + ",".join(ranked)
+
+
+def test_the_memory_model_imports_no_hydra() -> None:
+    code = (
+        "import sys\n"
+        "from areal_conf.fit import check_memory\n"
+        "from areal_conf.memory import estimate\n"
+        "from areal_conf.validate import validate\n"
+        f"print(estimate('fsdp:d8', {{'hf_config': None, **{LLAMA70B!r}}}).total > 0)\n"
+        "assert not any(n == 'hydra' or n.startswith(('hydra.', 'omegaconf')) for n in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
