@@ -13,6 +13,7 @@ Needs ``pip install -e '.[launchers]'``; without Ray these tests skip, or fail u
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -224,21 +225,14 @@ def _wait_for_state_api(head: RayHead, proc: subprocess.Popen[bytes], log: Path)
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        end = time.monotonic() + grace
-        while time.monotonic() < end:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                proc.wait()
-                return
-            proc.poll()
-            time.sleep(0.2)
-    proc.poll()
+    """SIGTERM to ``ray start --block``, which stops the processes it started; then
+    SIGKILL to whatever is left of its process group."""
+    proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 @pytest.fixture

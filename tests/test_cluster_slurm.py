@@ -116,11 +116,12 @@ def submitit_folders(sweep_dir: Path) -> list[str]:
 
 
 @pytest.mark.usefixtures("slurm")
-def test_accounting_reports_completed_and_failed_jobs() -> None:
+def test_accounting_reports_completed_and_failed_jobs(tmp_path: Path) -> None:
     """submitit learns that a job ended only from sacct: a job that exits non-zero without
     a result file must show up as FAILED, or a sweep waits for it forever."""
-    ok = run(["sbatch", "--parsable", "--wrap", "true"], timeout=30)
-    bad = run(["sbatch", "--parsable", "--wrap", "exit 3"], timeout=30)
+    sbatch = ["sbatch", "--parsable", f"--output={tmp_path}/%j.out", "--wrap"]
+    ok = run([*sbatch, "true"], cwd=tmp_path, timeout=30)
+    bad = run([*sbatch, "exit 3"], cwd=tmp_path, timeout=30)
     assert ok.returncode == 0 and bad.returncode == 0, ok.stderr + bad.stderr
     ok_id, bad_id = ok.stdout.strip(), bad.stdout.strip()
     assert accounting([ok_id], "COMPLETED")[ok_id] == ("COMPLETED", "0:0")
