@@ -304,4 +304,6 @@ def test_invalid_sweep_starts_no_ray_task(head_env: RayHead, tmp_path: Path) -> 
     assert "#1 actor.backend=fsdp:d16" in out.stderr
     assert "Traceback" not in out.stderr
     # Ray's state: no task, and no driver ever connected
-    assert head_env.state() == before
+    after = head_env.state()
+    assert after["tasks"].keys() == before["tasks"].keys()
+    assert after["drivers"] == before["drivers"]
