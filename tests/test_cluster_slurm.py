@@ -1,0 +1,293 @@
+"""Sweeps through ``hydra/launcher=areal`` + ``submitit_slurm`` on a real Slurm.
+
+Start the one-node test cluster first (root, Debian packages slurm-wlm slurmdbd munge
+mariadb-server): ``scripts/slurm-test-cluster up``.  Without it these tests skip, or fail
+under ``AREAL_CONF_REQUIRE_CLUSTER=1`` (as in ``.ci/run``).
+
+"Nothing was submitted" is read from Slurm itself: slurmctld's own submission counter
+(``sdiag``), the job records of the accounting database (``sacct``) and the queue
+(``squeue``), before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _cluster import ROOT, job_env, run, run_app, task, unavailable, write_app
+from hydra.test_utils.test_utils import TSweepRunner
+
+pytestmark = pytest.mark.cluster
+
+HOW = "start a one-node test cluster with `sudo scripts/slurm-test-cluster up` (see its header)"
+SUBMITIT_SLURM = "hydra/launcher@hydra.launcher.launcher=submitit_slurm"
+
+
+def slurm_problem() -> str | None:
+    """Why Slurm cannot run these tests here, or None."""
+    for cmd in ("sbatch", "sacct", "sinfo", "squeue", "sdiag"):
+        if shutil.which(cmd) is None:
+            return f"{cmd} not found"
+    sinfo = run(["sinfo", "-h", "-o", "%T"], timeout=30)
+    states = sinfo.stdout.split()
+    if sinfo.returncode != 0 or not {"idle", "mixed", "allocated"} & set(states):
+        return f"no node up (sinfo: {(sinfo.stdout + sinfo.stderr).strip() or 'no nodes'})"
+    sacct = run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-S", "now"], timeout=30)
+    if sacct.returncode != 0:
+        return f"no job accounting, which submitit needs (sacct: {sacct.stderr.strip()})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    problem = slurm_problem()
+    if problem is not None:
+        unavailable("Slurm", problem, HOW)
+
+
+@dataclass(frozen=True)
+class SlurmState:
+    """What Slurm itself knows about submissions."""
+
+    submitted: int  # slurmctld's counter of accepted submissions (sdiag)
+    accounted: frozenset[str]  # every job id in the accounting database (sacct)
+    queued: frozenset[str]  # jobs pending or running (squeue)
+
+
+def slurm_state() -> SlurmState:
+    sdiag = run(["sdiag"], timeout=30)
+    found = re.search(r"^\s*Jobs submitted:\s*(\d+)", sdiag.stdout, re.MULTILINE)
+    assert found, sdiag.stdout + sdiag.stderr
+    sacct = run(["sacct", "-a", "-X", "-n", "-P", "-o", "JobID", "-S", "2000-01-01"], timeout=30)
+    assert sacct.returncode == 0, sacct.stderr
+    squeue = run(["squeue", "-h", "-o", "%i"], timeout=30)
+    assert squeue.returncode == 0, squeue.stderr
+    return SlurmState(
+        int(found.group(1)), frozenset(sacct.stdout.split()), frozenset(squeue.stdout.split())
+    )
+
+
+def accounting(
+    job_ids: list[str], expected: str, timeout: float = 60
+) -> dict[str, tuple[str, str]]:
+    """``{job id: (state, exit code)}`` from sacct, once every job is in state ``expected``
+    (slurmctld reports finished jobs to the accounting daemon asynchronously)."""
+    end = time.monotonic() + timeout
+    while True:
+        out = run(
+            ["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", ",".join(job_ids)],
+            timeout=30,
+        )
+        rows = {}
+        for line in out.stdout.split():
+            job, state, code = line.split("|")
+            rows[job] = (state, code)
+        if all(rows.get(j, ("",))[0] == expected for j in job_ids) or time.monotonic() > end:
+            return rows
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    return write_app(tmp_path)
+
+
+@pytest.fixture
+def jobs_on_pythonpath(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """sbatch passes the submitting environment on: the jobs import ``_cluster.task``."""
+    monkeypatch.setenv("PYTHONPATH", job_env()["PYTHONPATH"])
+    yield
+
+
+def submitit_folders(sweep_dir: Path) -> list[str]:
+    folder = sweep_dir / ".submitit"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
+
+
+# ------------------------------------------------------------------ the test cluster
+
+
+@pytest.mark.usefixtures("slurm")
+def test_accounting_reports_completed_and_failed_jobs(tmp_path: Path) -> None:
+    """submitit learns that a job ended only from sacct: a job that exits non-zero without
+    a result file must show up as FAILED, or a sweep waits for it forever."""
+    sbatch = ["sbatch", "--parsable", f"--output={tmp_path}/%j.out", "--wrap"]
+    ok = run([*sbatch, "true"], cwd=tmp_path, timeout=30)
+    bad = run([*sbatch, "exit 3"], cwd=tmp_path, timeout=30)
+    assert ok.returncode == 0 and bad.returncode == 0, ok.stderr + bad.stderr
+    ok_id, bad_id = ok.stdout.strip(), bad.stdout.strip()
+    assert accounting([ok_id], "COMPLETED")[ok_id] == ("COMPLETED", "0:0")
+    assert accounting([bad_id], "FAILED")[bad_id] == ("FAILED", "3:0")
+
+
+# ------------------------------------------------------------------ valid sweeps run
+
+
+@pytest.mark.usefixtures("slurm", "jobs_on_pythonpath", "hydra_restore_singletons")
+def test_valid_sweep_runs_every_job_through_sbatch(
+    hydra_sweep_runner: TSweepRunner, app: Path, tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    backends = ["fsdp:d8", "fsdp:d4t2", "fsdp:d2t4"]
+    with hydra_sweep_runner(
+        calling_file=str(app / "app.py"),
+        calling_module=None,
+        task_function=task,
+        config_path="conf",
+        config_name="config",
+        overrides=[f"actor.backend={','.join(backends)}", SUBMITIT_SLURM],
+        temp_dir=sweep_dir,
+    ) as sweep:
+        # (inside: the runner removes its sweep directory on exit)
+        assert sweep.returns is not None
+        returns = sweep.returns[0]
+        # every job's return value came back from its Slurm job, in sweep order
+        values = [r.return_value for r in returns]
+        assert [(v["num"], v["backend"]) for v in values] == list(enumerate(backends))
+        assert all(v["slurm_job_id"] for v in values)
+        assert len({v["pid"] for v in values} | {os.getpid()}) == 4
+        # submitit's job ids (array jobs, e.g. 12_0) are Hydra's job ids
+        job_ids = [str(r.hydra_cfg.hydra.job.id) for r in returns]
+        array = job_ids[0].split("_")[0]
+        assert job_ids == [f"{array}_{i}" for i in range(3)]
+        assert submitit_folders(sweep_dir) == [array, *job_ids]
+        # one sbatch script for the sweep: a job array of three
+        script = sweep_dir / ".submitit" / array / f"{array}_submission.sh"
+        assert "#SBATCH --array=0-2" in script.read_text()
+        for num, (job_id, backend) in enumerate(zip(job_ids, backends, strict=True)):
+            # the job's own output, as Slurm captured it
+            (log,) = (sweep_dir / ".submitit" / job_id).glob("*_log.out")
+            assert f"TASK RAN {num} {backend}" in log.read_text()
+            assert json.loads((sweep_dir / str(num) / "task.json").read_text()) == values[num]
+    # Slurm's accounting: three completed jobs
+    rows = accounting(job_ids, "COMPLETED")
+    assert rows == {job_id: ("COMPLETED", "0:0") for job_id in job_ids}
+
+
+# ------------------------------------------------------------------ nothing submitted
+
+
+@pytest.mark.usefixtures("slurm")
+def test_sweep_with_an_invalid_job_submits_nothing(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    before = slurm_state()
+    out = run(
+        [
+            sys.executable,
+            "train.py",
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d16,fsdp:d4t2",
+            SUBMITIT_SLURM,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT,
+        env=job_env(),
+    )
+    assert out.returncode != 0
+    assert "1 of 3 jobs failed validation; no job was launched." in out.stderr
+    assert "#1 actor.backend=fsdp:d16" in out.stderr
+    assert "the engines need 24 GPUs" in out.stderr
+    assert "Traceback" not in out.stderr
+    time.sleep(1)  # a submission would reach accounting within this
+    assert slurm_state() == before
+    assert submitit_folders(sweep_dir) == []
+
+
+@pytest.mark.usefixtures("slurm")
+def test_dry_run_submits_nothing(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    before = slurm_state()
+    out = run(
+        [
+            sys.executable,
+            "train.py",
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2",
+            SUBMITIT_SLURM,
+            "hydra.launcher.dry_run=true",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT,
+        env=job_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    assert [line.split(" : ")[0] for line in out.stdout.splitlines() if line.startswith("#")] == [
+        "#0 actor.backend=fsdp:d8",
+        "#1 actor.backend=fsdp:d4t2",
+    ]
+    time.sleep(1)
+    assert slurm_state() == before
+    assert submitit_folders(sweep_dir) == []
+
+
+@pytest.mark.usefixtures("slurm")
+def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> None:
+    """The contrast: the same bad value through submitit_slurm alone is submitted, runs,
+    exits 2 on the node, and submitit reports the FAILED state it read from accounting."""
+    sweep_dir = tmp_path / "sweep"
+    before = slurm_state()
+    out = run(
+        [
+            sys.executable,
+            "train.py",
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d16",
+            "hydra/launcher=submitit_slurm",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT,
+        env=job_env(),
+    )
+    assert out.returncode != 0
+    assert "UncompletedJobError" in out.stderr
+    assert "(state: FAILED)" in out.stderr
+    assert "the engines need 24 GPUs" in out.stderr  # the job's stderr, relayed by submitit
+    after = slurm_state()
+    assert after.submitted > before.submitted
+    new = sorted(after.accounted - before.accounted)
+    rows = accounting(new, "", timeout=0)
+    assert sorted(rows.values()) == [("COMPLETED", "0:0"), ("FAILED", "2:0")]
+
+
+# ------------------------------------------------------------------ a job that raises
+
+
+@pytest.mark.usefixtures("slurm")
+def test_job_that_raises_is_reported_as_submitit_reports_it(app: Path, tmp_path: Path) -> None:
+    """A task that raises on the node: the sweep fails with Hydra's report of the job's
+    exception, exactly as with submitit_slurm alone."""
+
+    def sweep(launcher: str, name: str) -> tuple[int, list[str]]:
+        out = run_app(
+            app,
+            [
+                "-m",
+                "actor.backend=fsdp:d8,fsdp:d4t2",
+                "fail_on=fsdp:d4t2",
+                launcher,
+                f"hydra.sweep.dir={tmp_path / name}",
+            ],
+        )
+        # Hydra's report: which job, then the exception (the traceback between them
+        # is the same code path in both runs)
+        lines = [line for line in out.stderr.splitlines() if not line.startswith(" ")]
+        return out.returncode, [lines[0], lines[-1]] if lines else []
+
+    through_areal = sweep(SUBMITIT_SLURM, "areal")
+    alone = sweep("hydra/launcher=submitit_slurm", "alone")
+    assert through_areal == alone
+    assert through_areal == (
+        1,
+        [
+            "Error executing job with overrides: ['actor.backend=fsdp\\\\:d4t2', 'fail_on=fsdp\\\\:d4t2']",
+            "RuntimeError: task failed on purpose on fsdp:d4t2",
+        ],
+    )
