@@ -1,15 +1,35 @@
 """areal-conf: per-engine backend strings for AReaL-style RL training, parsed and planned.
 
 The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code lives in
-``areal_conf.config``, ``areal_conf.resolvers`` and ``hydra_plugins/``.
+``areal_conf.config``, ``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and
+``hydra_plugins/``.
+
+The names below are imported on first use: every Hydra app in the environment imports
+``areal_conf.resolvers`` when it discovers plugins, and must not pay for the parser then.
 """
 
-from areal_conf.allocation import ModelAllocation, ParallelStrategy
-from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
-from areal_conf.legacy import migrate_allocation_mode
-from areal_conf.mesh import rank_groups
-from areal_conf.parser import parse_backend
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from areal_conf.allocation import ModelAllocation, ParallelStrategy
+    from areal_conf.errors import AllocationError
+    from areal_conf.layouts import layouts
+    from areal_conf.legacy import migrate_allocation_mode
+    from areal_conf.mesh import rank_groups
+    from areal_conf.parser import parse_backend
+
+_EXPORTS = {
+    "AllocationError": "areal_conf.errors",
+    "ModelAllocation": "areal_conf.allocation",
+    "ParallelStrategy": "areal_conf.allocation",
+    "layouts": "areal_conf.layouts",
+    "migrate_allocation_mode": "areal_conf.legacy",
+    "parse_backend": "areal_conf.parser",
+    "rank_groups": "areal_conf.mesh",
+}
 
 __all__ = [
     "AllocationError",
@@ -20,3 +40,16 @@ __all__ = [
     "parse_backend",
     "rank_groups",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'areal_conf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,18 +1,15 @@
-"""Structured configs for the engines, cluster and model (SPEC §5), and their registration.
+"""Structured configs for the engines, cluster and model (SPEC §5).
 
-This module is Hydra-facing: importing it registers the schema in Hydra's ConfigStore as
-``areal_schema`` (use it first in a primary config's defaults list) and the ``areal.``
-resolvers.
+``AReaLConfig`` is the ``areal_schema`` config (use it first in a primary config's
+defaults list). Nothing needs to import this module for that: the installed plugin
+(``hydra_plugins.areal_conf_plugin.areal_configs``) serves ``areal_schema`` to every Hydra
+app and builds it from these dataclasses the first time an app loads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from hydra.core.config_store import ConfigStore
-
-from areal_conf.resolvers import register_resolvers
 
 # Resolved lazily: composition never parses, `--cfg job --resolve` and cfg access do.
 ALLOCATION = "${areal.allocation:}"
@@ -85,11 +82,3 @@ class AReaLConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     # Deprecated (SPEC §6): any non-empty value is rejected with its translation.
     allocation_mode: str = ""
-
-
-def register_configs() -> None:
-    ConfigStore.instance().store(name="areal_schema", node=AReaLConfig)
-    register_resolvers()
-
-
-register_configs()

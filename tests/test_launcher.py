@@ -34,8 +34,10 @@ from hydra.test_utils.launcher_common_tests import (
 from hydra.test_utils.test_utils import TSweepRunner
 from omegaconf import DictConfig
 
+from areal_conf.hydra_compat import VERSION_BASE
 from hydra_plugins.areal_conf_plugin import _core
-from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher, AReaLLauncherConf
+from hydra_plugins.areal_conf_plugin._configs import AReaLLauncherConf
+from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
@@ -120,8 +122,10 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 
+from areal_conf.hydra_compat import VERSION_BASE
 
-@hydra.main(version_base=None, config_path="conf", config_name="config")
+
+@hydra.main(config_path="conf", config_name="config", **VERSION_BASE)
 def main(cfg):
     hc = HydraConfig.get()
     line = f"TASK RAN {hc.job.num} {cfg.actor.backend}"
@@ -345,7 +349,7 @@ def test_inner_launcher_is_chosen_by_package_override(
     overrides = ["hydra/launcher=areal"]
     if choice:
         overrides.append(f"hydra/launcher@hydra.launcher.launcher={choice}")
-    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), **VERSION_BASE):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"

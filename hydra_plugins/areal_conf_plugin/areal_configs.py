@@ -1,0 +1,126 @@
+"""Registration on discovery: what an installed areal-conf gives every Hydra app.
+
+Hydra imports this module when it discovers plugins (the ``hydra_plugins`` namespace
+scan, and on Hydra 1.4 also the ``hydra.plugins`` entry points), in every application of
+the environment. So that nothing has to import ``areal_conf`` first:
+
+* importing it registers the ``areal.`` resolvers (cheap: the parser is imported when a
+  resolver first runs);
+* ``AReaLSearchPathPlugin`` adds ``areal-conf://`` to every application's config search
+  path, and ``AReaLConfigSource`` serves the configs below from it, each built from its
+  dataclass (``OmegaConf.structured``) the first time an application loads it. An
+  application that never asks for ``areal_schema`` never pays for building it.
+
+This module stays as small as the launcher's and the sweeper's: every Hydra app pays for
+importing it.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.object_type import ObjectType
+from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+from omegaconf import OmegaConf
+
+from areal_conf.resolvers import register_resolvers
+
+PROVIDER = "areal_conf"
+SCHEME = "areal-conf"
+
+#: Config path (group/name, as in a defaults list) -> "module:dataclass" it is built from.
+CONFIGS: dict[str, str] = {
+    "areal_schema": "areal_conf.config:AReaLConfig",
+    "hydra/launcher/areal": "hydra_plugins.areal_conf_plugin._configs:AReaLLauncherConf",
+    "hydra/sweeper/areal_layouts": (
+        "hydra_plugins.areal_conf_plugin._configs:AReaLLayoutsSweeperConf"
+    ),
+}
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def _groups() -> set[str]:
+    groups = {""}
+    for path in CONFIGS:
+        while path:
+            path = _parent(path)
+            groups.add(path)
+    return groups
+
+
+_GROUPS = _groups()
+
+# Built configs, per process; every load returns a copy (as Hydra's ConfigStore does).
+_built: dict[str, Any] = {}
+
+
+def _normalize(config_path: str) -> str:
+    path = config_path.strip("/")
+    return path.removesuffix(".yaml")
+
+
+def build(path: str) -> Any:
+    """The config at ``path`` (one of ``CONFIGS``), built on the first call."""
+    if path not in _built:
+        module, _, name = CONFIGS[path].partition(":")
+        _built[path] = OmegaConf.structured(getattr(importlib.import_module(module), name))
+    return copy.deepcopy(_built[path])
+
+
+class AReaLConfigSource(ConfigSource):
+    """``areal-conf://``: ``areal_schema``, ``hydra/launcher/areal`` and
+    ``hydra/sweeper/areal_layouts``, each built when first loaded."""
+
+    @staticmethod
+    def scheme() -> str:
+        return SCHEME
+
+    def load_config(self, config_path: str) -> ConfigResult:
+        path = _normalize(config_path)
+        if path not in CONFIGS:
+            raise ConfigLoadError(f"areal-conf provides no config {config_path}")
+        return ConfigResult(
+            provider=PROVIDER,
+            path=f"{SCHEME}://{self.path}",
+            config=build(path),
+            header={"package": None},
+        )
+
+    def available(self) -> bool:
+        return True
+
+    def is_group(self, config_path: str) -> bool:
+        return _normalize(config_path) in _GROUPS
+
+    def is_config(self, config_path: str) -> bool:
+        return _normalize(config_path) in CONFIGS
+
+    def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
+        group = _normalize(config_path)
+        found: set[str] = set()
+        if results_filter in (None, ObjectType.GROUP):
+            found |= {g.rpartition("/")[2] for g in _GROUPS if g and _parent(g) == group}
+        if results_filter in (None, ObjectType.CONFIG):
+            found |= {c.rpartition("/")[2] for c in CONFIGS if _parent(c) == group}
+        return sorted(found)
+
+
+class AReaLSearchPathPlugin(SearchPathPlugin):
+    """Adds ``areal-conf://`` to every application's config search path."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        # Hydra 1.4 imports this module once per process; a test harness that restores
+        # Hydra's and OmegaConf's global state in between drops the resolvers, so each new
+        # search path (every application start, every initialize()) registers them again.
+        register_resolvers()
+        search_path.append(provider=PROVIDER, path=f"{SCHEME}://")
+
+
+register_resolvers()
