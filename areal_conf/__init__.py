@@ -1,8 +1,8 @@
 """areal-conf: per-engine backend strings for AReaL-style RL training, parsed and planned.
 
 The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code lives in
-``areal_conf.config``, ``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and
-``hydra_plugins/``.
+``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and ``hydra_plugins/``;
+``areal_conf.config`` holds the schema's dataclasses.
 
 The names below are imported on first use: every Hydra app in the environment imports
 ``areal_conf.resolvers`` when it discovers plugins, and must not pay for the parser then.

@@ -13,14 +13,14 @@ built config). Prints medians over the runs and the Hydra/OmegaConf versions mea
 
     python benchmarks/plugin_scan.py [--runs 21]
 
-Run it in each environment of the version matrix, e.g.
-``python -m nox -s "tests(hydra13)" -R -- benchmarks`` (see noxfile.py).
+``python -m nox -s scan`` runs it in each environment of the version matrix.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -78,12 +78,16 @@ print(json.dumps({
 
 
 def run_once(conf_dir: Path) -> dict[str, Any]:
+    # With bytecode caches, as in any installed environment (pip compiles on install; an
+    # editable install writes them on first import unless PYTHONDONTWRITEBYTECODE is set).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(conf_dir)],
         capture_output=True,
         text=True,
         check=True,
         cwd=tempfile.gettempdir(),  # no checkout on sys.path: the installed package only
+        env=env,
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
