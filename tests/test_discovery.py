@@ -2,7 +2,8 @@
 
 Each check runs in a fresh interpreter started outside the checkout, so it sees the
 installed package only (editable or not), as another application would, and imports
-nothing from ``areal_conf`` itself. The same tests run on every Hydra/OmegaConf pair of
+nothing from ``areal_conf`` itself (so the scripts restate ``VERSION_BASE``'s one-line
+rule instead of importing it). The same tests run on every Hydra/OmegaConf pair of
 the version matrix (``noxfile.py``).
 """
 
