@@ -40,6 +40,11 @@ SHOW_VERSIONS = (
 )
 
 
+def show_hydra_log(output: object) -> None:
+    """Hydra's log lines of a multirun (which launcher, which jobs), not every job's plan."""
+    print("\n".join(line for line in str(output).splitlines() if "[HYDRA]" in line))
+
+
 def install(session: nox.Session, pair: str) -> None:
     session.install("-e", ".[test]", *PAIRS[pair])
     session.run("python", "-c", SHOW_VERSIONS)
@@ -63,12 +68,11 @@ def tests(session: nox.Session, pair: str) -> None:
         f"hydra.sweep.dir={out}/multirun",
         silent=True,
     )
-    print(multirun)
+    show_hydra_log(multirun)
     if "areal launcher: 2 jobs valid" not in str(multirun):
         session.error("the multirun did not go through the areal launcher")
     sweep = session.run(
-        "python",
-        "train.py",
+        *strict,
         "-m",
         "hydra/sweeper=areal_layouts",
         "hydra.sweeper.engine=actor",
@@ -76,7 +80,7 @@ def tests(session: nox.Session, pair: str) -> None:
         f"hydra.sweep.dir={out}/layouts",
         silent=True,
     )
-    print(sweep)
+    show_hydra_log(sweep)
     if str(sweep).count("plan written to") < 2:
         session.error("the layouts sweep did not run its jobs")
 
