@@ -4,8 +4,9 @@ The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code 
 ``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and ``hydra_plugins/``;
 ``areal_conf.config`` holds the schema's dataclasses.
 
-The names below are imported on first use: every Hydra app in the environment imports
-``areal_conf.resolvers`` when it discovers plugins, and must not pay for the parser then.
+The names below are imported on first use, so that a module of this package (the
+``areal.`` resolvers when a Hydra config first uses one, the schema's dataclasses when an
+app loads ``areal_schema``) costs only what it needs.
 """
 
 from __future__ import annotations

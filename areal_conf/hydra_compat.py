@@ -1,6 +1,7 @@
 """What differs between the Hydra versions areal-conf supports (hydra-core 1.3.2 … 1.4.x,
 pre-releases included) for an application's entry point. (The OmegaConf difference, how
-to register a resolver, is handled in ``areal_conf.resolvers``.)
+to register a resolver, is handled where the resolvers are registered:
+``hydra_plugins.areal_conf_plugin.areal_configs``.)
 
 Detected by the feature itself, not by a version number: AReaL pins a 1.4 development
 release (1.4.0.dev1) that still behaves like 1.3 here.

@@ -14,7 +14,6 @@ from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
 from areal_conf.hydra_compat import VERSION_BASE
-from areal_conf.resolvers import register_resolvers
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,8 +76,8 @@ def test_resolvers_register_idempotently_and_silently() -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        register_resolvers()
-        register_resolvers()
+        plugin.register_resolvers()
+        plugin.register_resolvers()
         importlib.reload(plugin)  # as Hydra 1.3's plugin scan re-executes it
     assert OmegaConf.create({"x": "${areal.world_size:fsdp:d8}"}).x == 8
 

@@ -4,8 +4,8 @@ Hydra imports this module when it discovers plugins (the ``hydra_plugins`` names
 scan, and on Hydra 1.4 also the ``hydra.plugins`` entry points), in every application of
 the environment. So that nothing has to import ``areal_conf`` first:
 
-* importing it registers the ``areal.`` resolvers (cheap: the parser is imported when a
-  resolver first runs);
+* importing it registers the ``areal.`` resolvers; each imports ``areal_conf.resolvers``
+  (and the parser) when it first runs;
 * ``AReaLSearchPathPlugin`` adds ``areal-conf://`` to every application's config search
   path, and ``AReaLConfigSource`` serves the configs below from it, each built from its
   dataclass (``OmegaConf.structured``) the first time an application loads it. An
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
@@ -26,8 +28,6 @@ from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
-
-from areal_conf.resolvers import register_resolvers
 
 PROVIDER = "areal_conf"
 SCHEME = "areal-conf"
@@ -40,6 +40,50 @@ CONFIGS: dict[str, str] = {
         "hydra_plugins.areal_conf_plugin._configs:AReaLLayoutsSweeperConf"
     ),
 }
+
+
+def _allocation(*, _parent_: Any, _root_: Any) -> Any:
+    from areal_conf.resolvers import engine_allocation
+
+    return engine_allocation(_parent_, _root_)
+
+
+def _alloc(spec: Any) -> Any:
+    from areal_conf.resolvers import alloc
+
+    return alloc(spec)
+
+
+def _world_size(spec: Any) -> Any:
+    from areal_conf.resolvers import world_size
+
+    return world_size(spec)
+
+
+#: The ``areal.`` resolvers. Registered at discovery, so they are thin: the work (and the
+#: parser's import) waits in ``areal_conf.resolvers`` until a config uses one.
+RESOLVERS: dict[str, Callable[..., Any]] = {
+    "areal.allocation": _allocation,
+    "areal.alloc": _alloc,
+    "areal.world_size": _world_size,
+}
+
+# omegaconf 2.4.0 and later deprecate register_new_resolver for register_resolver(...,
+# replace=); before 2.4.0, register_resolver is the legacy API with other semantics.
+_REGISTER_HAS_REPLACE = "replace" in inspect.signature(OmegaConf.register_resolver).parameters
+
+
+def register_resolvers() -> None:
+    """Register (replace) every ``areal.`` resolver, without a deprecation warning on any
+    supported omegaconf; safe to call any number of times."""
+    for name, resolver in RESOLVERS.items():
+        if _REGISTER_HAS_REPLACE:
+            # these thin resolvers annotate Any: nothing for omegaconf 2.4 to validate
+            OmegaConf.register_resolver(  # type: ignore[call-arg,unused-ignore]
+                name, resolver, replace=True, annotation_validation="off"
+            )
+        else:
+            OmegaConf.register_new_resolver(name, resolver, replace=True)
 
 
 def _parent(path: str) -> str:
