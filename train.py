@@ -19,14 +19,17 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-import areal_conf.config  # noqa: F401  (registers the schema and the areal. resolvers)
 from areal_conf import run_validated, validate
 from areal_conf.gpu_map import render_gpu_map
+from areal_conf.hydra_compat import VERSION_BASE
 
 PLAN_FILE = "allocation_plan.json"
 
 
-@hydra.main(version_base=None, config_path="conf", config_name="config")
+# areal_schema and the areal. resolvers come from the installed plugin, nothing to import.
+# VERSION_BASE: Hydra's current defaults on 1.3 and 1.4 alike (the job stays in the
+# directory it was started from), without a warning on either.
+@hydra.main(config_path="conf", config_name="config", **VERSION_BASE)
 def main(cfg: DictConfig) -> None:
     plan = validate(cfg)  # an AllocationError becomes run_validated's one message
     print(plan.table())

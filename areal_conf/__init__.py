@@ -1,21 +1,42 @@
 """areal-conf: per-engine backend strings for AReaL-style RL training, parsed and planned.
 
 The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code lives in
-``areal_conf.config``, ``areal_conf.resolvers`` and ``hydra_plugins/``.
+``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and ``hydra_plugins/``;
+``areal_conf.config`` holds the schema's dataclasses.
+
+The names below are imported on first use, so that a module of this package (the
+``areal.`` resolvers when a Hydra config first uses one, the schema's dataclasses when an
+app loads ``areal_schema``) costs only what it needs.
 """
 
-from areal_conf.allocation import ModelAllocation, ParallelStrategy
-from areal_conf.app import run_validated
-from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
-from areal_conf.legacy import migrate_allocation_mode
-from areal_conf.mesh import rank_groups
-from areal_conf.parser import parse_backend
+from __future__ import annotations
 
-# The function, not the module: importing the submodule here first means the package
-# attribute `validate` is bound to the function below and stays so (`from areal_conf
-# import validate` and `from areal_conf.validate import validate` give the same object).
-from areal_conf.validate import validate
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from areal_conf.allocation import ModelAllocation, ParallelStrategy
+    from areal_conf.app import run_validated
+    from areal_conf.errors import AllocationError
+    from areal_conf.layouts import layouts
+    from areal_conf.legacy import migrate_allocation_mode
+    from areal_conf.mesh import rank_groups
+    from areal_conf.parser import parse_backend
+    from areal_conf.validate import validate
+
+_EXPORTS = {
+    "AllocationError": "areal_conf.errors",
+    "ModelAllocation": "areal_conf.allocation",
+    "ParallelStrategy": "areal_conf.allocation",
+    "layouts": "areal_conf.layouts",
+    "migrate_allocation_mode": "areal_conf.legacy",
+    "parse_backend": "areal_conf.parser",
+    "rank_groups": "areal_conf.mesh",
+    "run_validated": "areal_conf.app",
+    "validate": "areal_conf.validate",
+}
 
 __all__ = [
     "AllocationError",
@@ -28,3 +49,30 @@ __all__ = [
     "run_validated",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'areal_conf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+class _Package(types.ModuleType):
+    """Keeps the package attribute ``validate`` the function: importing the submodule
+    ``areal_conf.validate`` would otherwise rebind it to the module, so that
+    ``from areal_conf import validate`` gave a module once anything had imported it."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "validate" and isinstance(value, types.ModuleType):
+            value = value.validate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,8 +1,9 @@
-"""Structured configs for the keys areal-conf owns, and their registration as ``areal_schema``.
+"""Structured configs for the keys areal-conf owns: the ``areal_schema`` config.
 
-This module is Hydra-facing: importing it registers the schema in Hydra's ConfigStore as
-``areal_schema`` (use it first in a primary config's defaults list) and the ``areal.``
-resolvers.
+``areal_schema`` (use it first in a primary config's defaults list) is served to every
+Hydra app by the installed plugin (``hydra_plugins.areal_conf_plugin.areal_configs``),
+which builds it with :func:`schema_node` the first time an app loads it; nothing needs to
+import this module for that.
 
 The schema overlays real AReaL YAMLs. Its root and ``cluster`` are open: keys that
 areal-conf does not own (``experiment_name``, ``cluster.fileroot``, ...) pass through
@@ -20,10 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
-
-from areal_conf.resolvers import register_resolvers
 
 # Resolved lazily: composition never parses, `--cfg job --resolve` and cfg access do.
 ALLOCATION = "${areal.allocation:}"
@@ -114,11 +112,3 @@ def schema_node() -> DictConfig:
         assert section is not None
         section._set_flag("struct", False)
     return node
-
-
-def register_configs() -> None:
-    ConfigStore.instance().store(name="areal_schema", node=schema_node())
-    register_resolvers()
-
-
-register_configs()

@@ -46,10 +46,10 @@ def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    import areal_conf.config  # noqa: F401  (registers the schema and the areal. resolvers)
+    from areal_conf.hydra_compat import VERSION_BASE
 
     try:
-        with initialize_config_dir(config_dir=str(path.resolve().parent), version_base=None):
+        with initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE):
             return compose(config_name=path.stem, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
         detail = str(err).strip()

@@ -1,12 +1,15 @@
-"""OmegaConf resolvers in the ``areal.`` namespace.
+"""What the ``areal.`` OmegaConf resolvers compute.
 
 ``allocation: ${areal.allocation:}`` in an engine section expands that engine's backend
 (an empty critic/ref backend is ``actor.backend``) to
 ``{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}``, or null for an engine that
 is not built (an empty teacher backend, a ref with ``actor.kl_ctl <= 0``);
-``${areal.world_size:<spec>}`` works in any YAML value. The engine rules are
-:mod:`areal_conf.engines`'s. Registration uses ``replace=True`` because Hydra re-runs
-plugin modules at every start.
+``${areal.world_size:<spec>}`` and ``${areal.alloc:<spec>}`` work in any YAML value. The
+engine rules are :mod:`areal_conf.engines`'s.
+
+The installed plugin (``hydra_plugins.areal_conf_plugin.areal_configs``) registers them
+in every Hydra app when Hydra discovers plugins, and imports this module when a resolver
+first runs, so that discovery never pays for the parser.
 """
 
 from __future__ import annotations
@@ -20,31 +23,27 @@ from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
 
 
-def _engine_allocation(*, _parent_: DictConfig, _root_: DictConfig) -> DictConfig | None:
-    name = str(_parent_._key())
-    if name == KL_ROLE and kl_reason(_root_) is not None:
+def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None:
+    """``${areal.allocation:}`` in the engine node ``parent`` of the config ``root``."""
+    name = str(parent._key())
+    if name == KL_ROLE and kl_reason(root) is not None:
         return None
-    spec, where = engine_backend(_root_, name)
+    spec, where = engine_backend(root, name)
     if spec is None:
         return None
     try:
-        alloc = parse_backend(spec)
+        allocation = parse_backend(spec)
     except AllocationError as err:
         raise err.with_context(where) from None
     # A plain dict breaks OmegaConf.resolve on 2.3; a DictConfig node does not.
-    return OmegaConf.create(alloc.to_dict())
+    return OmegaConf.create(allocation.to_dict())
 
 
-def _spec(spec: Any) -> DictConfig:
+def alloc(spec: Any) -> DictConfig:
+    """``${areal.alloc:<spec>}``: the whole expansion of a backend string."""
     return OmegaConf.create(parse_backend(spec).to_dict())
 
 
-def _world_size(spec: Any) -> int:
+def world_size(spec: Any) -> int:
+    """``${areal.world_size:<spec>}``: the GPUs a backend string takes."""
     return parse_backend(spec).world_size
-
-
-def register_resolvers() -> None:
-    """Register every ``areal.`` resolver; safe to call any number of times."""
-    OmegaConf.register_new_resolver("areal.allocation", _engine_allocation, replace=True)
-    OmegaConf.register_new_resolver("areal.alloc", _spec, replace=True)
-    OmegaConf.register_new_resolver("areal.world_size", _world_size, replace=True)

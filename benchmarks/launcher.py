@@ -82,9 +82,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    import areal_conf.config  # noqa: F401  (registers areal_schema, as train.py does)
+    from areal_conf.hydra_compat import VERSION_BASE
 
-    version.setbase(None)  # as train.py's @hydra.main(version_base=None)
+    if VERSION_BASE:  # as train.py's @hydra.main(**VERSION_BASE)
+        version.setbase(VERSION_BASE["version_base"])
 
     work = Path(tempfile.mkdtemp(prefix="areal-launcher-bench-"))
     times: dict[str, list[float]] = {"basic": [], "areal": []}

@@ -37,9 +37,9 @@ def plan_of(
 def test_default_config_map() -> None:
     from hydra import compose, initialize_config_dir
 
-    import areal_conf.config  # noqa: F401
+    from areal_conf.hydra_compat import VERSION_BASE
 
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+    with initialize_config_dir(config_dir=str(CONF), **VERSION_BASE):
         plan = validate(compose("config"))
     assert render_gpu_map(plan) == (
         "GPU     0 1 2 3 4 5 6 7\n"

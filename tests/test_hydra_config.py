@@ -12,9 +12,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import areal_conf.config
 from areal_conf import AllocationError
-from areal_conf.resolvers import register_resolvers
+from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +22,7 @@ CONF = ROOT / "conf"
 
 @pytest.fixture
 def cfg_of() -> Iterator[object]:
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+    with initialize_config_dir(config_dir=str(CONF), **VERSION_BASE):
         yield lambda *overrides: compose("config", overrides=list(overrides))
 
 
@@ -77,12 +76,17 @@ def test_world_size_resolver_in_any_value() -> None:
     assert (cfg.a, cfg.b, cfg.c.world_size) == (8, 32, 8)
 
 
-def test_resolvers_register_idempotently() -> None:
-    register_resolvers()
-    register_resolvers()
+def test_resolvers_register_idempotently_and_silently() -> None:
     import importlib
+    import warnings
 
-    importlib.reload(areal_conf.config)
+    import hydra_plugins.areal_conf_plugin.areal_configs as plugin
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plugin.register_resolvers()
+        plugin.register_resolvers()
+        importlib.reload(plugin)  # as Hydra 1.3's plugin scan re-executes it
     assert OmegaConf.create({"x": "${areal.world_size:fsdp:d8}"}).x == 8
 
 

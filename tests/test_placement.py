@@ -74,9 +74,9 @@ def tp_groups_nodes(slots: tuple[tuple[int, int], ...], spec: str) -> list[set[i
 def test_default_config_actor_tp_groups_lie_within_one_node() -> None:
     from hydra import compose, initialize_config_dir
 
-    import areal_conf.config  # noqa: F401  (registers the schema)
+    from areal_conf.hydra_compat import VERSION_BASE
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), **VERSION_BASE):
         plan = validate(compose("config"))
     actor = plan.engines["actor"]
     assert actor.allocation is not None and actor.allocation.parallel.tp_size == 2

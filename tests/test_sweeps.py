@@ -21,17 +21,14 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.test_utils.test_utils import TSweepRunner
 from omegaconf import DictConfig, OmegaConf
 
-import areal_conf.config  # noqa: F401  (schema and resolvers, as train.py does)
 from areal_conf.cli import main
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.overrides import hydra_value, shell_sweep_override, sweep_override
 from areal_conf.parser import parse_backend
 from areal_conf.sweeps import engine_layouts
-from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import (
-    AReaLLayoutsSweeper,
-    AReaLLayoutsSweeperConf,
-)
+from hydra_plugins.areal_conf_plugin._configs import AReaLLayoutsSweeperConf
+from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
 
 ROOT = Path(__file__).resolve().parent.parent
 MOE = {

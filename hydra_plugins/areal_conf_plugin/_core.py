@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -99,7 +98,7 @@ def launch(
         return []
 
     inner_master = _with_launcher(config, inner_launcher)
-    loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs)
+    loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs, config)
     bad = {num: reason for num, _, reason in failures}
     del jobs  # the loader holds the configs now and lets go of each as it is used
     inner = Plugins.instance().instantiate_launcher(
@@ -403,20 +402,31 @@ def _is_areal_launcher(target: str) -> bool:
 class _PrecomposedLoader(ConfigLoader):
     """Hydra's config loader, except that it hands out the job configs composed for
     validation once each (same master config, same overrides) instead of composing them
-    again.  Pickled (joblib, submitit), it turns back into the plain loader.
+    again.  Pickled (joblib, submitit), it leaves the job configs behind.
+
+    A job the inner launcher asks for is composed against ``areal_master`` (the master
+    config with ``hydra/launcher=areal``), not against the master it passes (which carries
+    its own launcher config): the job composes with ``hydra/launcher=areal`` too, and
+    Hydra 1.4 rejects a job whose launcher config differs from its master's.
     """
 
-    def __init__(self, inner: ConfigLoader, master: DictConfig, jobs: Sequence[_Job]) -> None:
+    def __init__(
+        self,
+        inner: ConfigLoader,
+        master: DictConfig,
+        jobs: Sequence[_Job],
+        areal_master: DictConfig,
+    ) -> None:
         self._inner = inner
         self._master = master
+        self._areal_master = areal_master
         self._cache: dict[tuple[str, ...], list[DictConfig]] = {}
         for job in jobs:
             if job.config is not None:
                 self._cache.setdefault(tuple(job.overrides), []).append(job.config)
 
-    def __reduce__(self) -> tuple[Callable[[tuple[ConfigLoader]], ConfigLoader], Any]:
-        # operator.itemgetter(0)((loader,)) == loader: unpickles as the wrapped loader.
-        return operator.itemgetter(0), ((self._inner,),)
+    def __reduce__(self) -> tuple[Callable[..., ConfigLoader], Any]:
+        return _PrecomposedLoader, (self._inner, self._master, (), self._areal_master)
 
     def load_sweep_config(
         self, master_config: DictConfig, sweep_overrides: list[str]
@@ -425,6 +435,7 @@ class _PrecomposedLoader(ConfigLoader):
             cached = self._cache.get(tuple(sweep_overrides))
             if cached:
                 return cached.pop(0)
+            master_config = self._areal_master
         return self._inner.load_sweep_config(master_config, sweep_overrides)
 
     def load_configuration(

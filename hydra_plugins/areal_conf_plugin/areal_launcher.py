@@ -11,16 +11,15 @@ launcher plugin selected with the package override
 launching any.
 
 Hydra imports every public module under ``hydra_plugins`` at each application start,
-so this module holds only the config dataclass, its ConfigStore entry and a thin
-Launcher class; the work is in ``_core`` (not scanned: its name starts with ``_``),
-imported when ``launch`` runs.
+so this module holds only a thin Launcher class. Its config dataclass is in
+``_configs`` and becomes ``hydra/launcher=areal`` through ``areal_configs`` when an
+application first selects it; the work is in ``_core``, imported when ``launch`` runs
+(modules whose name starts with ``_`` are not scanned).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.plugins.launcher import Launcher
 
 if TYPE_CHECKING:
@@ -30,58 +29,6 @@ if TYPE_CHECKING:
 
 #: ``_target_`` of this launcher (also used by ``_core`` to refuse nesting it in itself).
 TARGET = "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
-
-
-@dataclass
-class AReaLLauncherConf:
-    """``hydra/launcher=areal``.
-
-    ``launcher`` is the inner launcher's config.  It is filled from Hydra's own
-    ``hydra/launcher`` group by the defaults entry below, so any launcher plugin that
-    registers itself there can be chosen with
-    ``hydra/launcher@hydra.launcher.launcher=joblib`` (on the command line) or
-    ``- override hydra/launcher@hydra.launcher.launcher: joblib`` (in a defaults list),
-    and tuned with ``hydra.launcher.launcher.n_jobs=4`` etc.
-    """
-
-    _target_: str = TARGET
-    # The inner launcher config has its own _target_: it must reach AReaLLauncher as a
-    # config, not be instantiated by Hydra on the way in.
-    _recursive_: bool = False
-    defaults: list[Any] = field(
-        default_factory=lambda: ["_self_", {"/hydra/launcher@launcher": "basic"}]
-    )
-    launcher: Any = field(
-        default_factory=lambda: {
-            "_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-        }
-    )
-    # Validate and print each job's allocation, launch nothing.
-    dry_run: bool = False
-    # What an invalid job does: "stop" the sweep before any job of it runs (the whole
-    # sweep is validated first when the sweeper knows it up front), or "fail_job": the
-    # job comes back to the sweeper as failed, carrying the message, and the valid jobs
-    # run (adaptive sweepers such as Optuna count it against their failure budget).
-    # "auto": stop for Hydra's basic sweeper and areal_layouts, fail_job otherwise.
-    on_invalid: str = "auto"
-
-
-#: Short names: ``hydra/launcher=areal_<inner>`` is ``hydra/launcher=areal`` with that
-#: inner launcher, so the validating path is as short as the plain one and shows up in
-#: tab completion next to it. The inner plugin must be installed (joblib and submitit:
-#: ``pip install 'areal-conf[launchers]'``; ray: ``hydra-ray-launcher``).
-INNER_ALIASES = ("joblib", "submitit_local", "submitit_slurm", "ray")
-
-ConfigStore.instance().store(
-    group="hydra/launcher", name="areal", node=AReaLLauncherConf, provider="areal_conf"
-)
-for _inner in INNER_ALIASES:
-    ConfigStore.instance().store(
-        group="hydra/launcher",
-        name=f"areal_{_inner}",
-        node=AReaLLauncherConf(defaults=["_self_", {"/hydra/launcher@launcher": _inner}]),
-        provider="areal_conf",
-    )
 
 
 class AReaLLauncher(Launcher):

@@ -10,50 +10,17 @@ or experiment changes them accordingly. The jobs go through whatever launcher is
 configured (``hydra/launcher=areal`` validates every job first).
 
 Hydra imports every public module under ``hydra_plugins`` at each application start, so
-this module holds only the config dataclass, its ConfigStore entry and a thin Sweeper
-class; the work is in ``_sweeper_core``, imported when ``sweep`` runs.
+this module holds only a thin Sweeper class. Its config dataclass is in ``_configs`` and
+becomes ``hydra/sweeper=areal_layouts`` through ``areal_configs`` when an application
+first selects it; the work is in ``_sweeper_core``, imported when ``sweep`` runs.
 """
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.config_store import ConfigStore
 
 if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
-
-
-@dataclass
-class AReaLLayoutsSweeperConf:
-    """``hydra/sweeper=areal_layouts``; null fields take their value from the config."""
-
-    _target_: str = "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper"
-    # The engine whose `<engine>.backend` the sweep sets (rollout, actor, critic, ref, teacher).
-    engine: str = "actor"
-    # Backend name to sweep (fsdp, megatron, ...); null: the engine's current backend.
-    backend: str | None = None
-    # World size of every layout; null: the engine's current world size.
-    gpus: int | None = None
-    # Largest tp (and expert tp); null: cluster.n_gpus_per_node.
-    max_tp: int | None = None
-    # Refuse a sweep of more jobs than this (null: no limit); the message says how many.
-    max_jobs: int | None = 1000
-    # Keep only layouts whose memory per GPU fits cluster.gpu_memory_gb, smallest first
-    # (needs the model shape: model.hf_config or the model section's sizes).
-    fits: bool = False
-    # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
-    max_batch_size: int | None = None
-    # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.
-    params: dict[str, str] | None = None
-
-
-ConfigStore.instance().store(
-    group="hydra/sweeper",
-    name="areal_layouts",
-    node=AReaLLayoutsSweeperConf,
-    provider="areal_conf",
-)
 
 
 class AReaLLayoutsSweeper(BasicSweeper):
