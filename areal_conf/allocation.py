@@ -1,4 +1,4 @@
-"""Immutable, hashable results of parsing a backend string (SPEC §2, §4).
+"""Immutable, hashable results of parsing a backend string.
 
 Both types are tuples underneath: a parse builds a few thousand of them per
 millisecond, which frozen dataclasses (about 2 µs each) would not allow.
@@ -61,7 +61,7 @@ class ParallelStrategy(NamedTuple):
         return self.etp_size > 1
 
     def body(self) -> str:
-        """The canonical text after ``backend:`` (SPEC §2)."""
+        """The canonical text after ``backend:``."""
         if self.etp_size > 1:
             attn = _sizes("dptc", (self.dp_size, self.pp_size, self.tp_size, self.cp_size))
             ffn = _sizes("dpte", (self.edp_size, self.pp_size, self.etp_size, self.ep_size))
@@ -118,7 +118,7 @@ class ModelAllocation(NamedTuple):
         return self.parallel.tp_size * self.parallel.pp_size
 
     def to_dict(self) -> dict[str, str | int]:
-        """The expansion of SPEC §5's ``allocation`` node."""
+        """The expansion that an engine's ``allocation`` node resolves to."""
         p = self.parallel
         return {
             "spec": str(self),

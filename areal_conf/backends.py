@@ -11,7 +11,7 @@ DIM_NAMES: Final = {
     "c": "context",
     "e": "expert",
 }
-# Canonical print order of SPEC §2.
+# Canonical print order of the dimensions.
 DIM_ORDER: Final = "dptce"
 MAX_SIZE: Final = 2**20
 

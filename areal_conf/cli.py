@@ -77,14 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser(
         "explain",
         help="show what backend strings or a config mean: plan, GPU map, rank groups",
-        description="explain SPEC [SPEC ...]: what backend strings mean; "
+        description="explain BACKEND_STRING [BACKEND_STRING ...]: what backend strings mean; "
         "explain --config conf/config.yaml [OVERRIDE ...]: the plan table and per-node GPU "
         "map of a Hydra config. --groups adds the rank groups of training engines.",
     )
     explain.add_argument(
         "spec",
         nargs="*",
-        metavar="SPEC|OVERRIDE",
+        metavar="BACKEND_STRING|OVERRIDE",
         help="backend strings (e.g. fsdp:d4t2), or with --config Hydra overrides "
         "(e.g. rollout.backend=sglang:d4t2)",
     )

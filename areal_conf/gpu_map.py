@@ -1,4 +1,4 @@
-"""A per-node picture of a plan: which engine holds each GPU (SPEC §7).
+"""A per-node picture of a plan: which engine holds each GPU.
 
 One line per node, one letter per GPU, then a legend::
 

@@ -1,11 +1,11 @@
-"""Every valid layout of a backend on exactly N GPUs (SPEC §8).
+"""Every valid layout of a backend on exactly N GPUs.
 
 The enumeration walks divisors, never the full product of sizes: pp divides N, tp
 divides N/pp, cp divides N/(pp·tp) and dp is what is left; the expert pairs (ep, etp)
 are chosen per pp among the divisors of N/pp. Every size is filtered as soon as it is
 chosen, by the backend's dimensions, the ``max_tp`` cap and the model rules of
 :mod:`areal_conf.model_checks` (the same predicates ``check_model`` uses).
-The canonical text (SPEC §2, as ``ParallelStrategy.body``) is assembled from pieces
+The canonical text (as ``ParallelStrategy.body``) is assembled from pieces
 computed once per (pp, tp, cp) and per (pp, ep, etp); tests check that every string
 equals ``str(parse_backend(s))``.
 """
@@ -42,7 +42,7 @@ def layouts(
     gpus/(pp·etp·ep)`` whole, the hybrid form for megatron and archon, Archon's rules).
     Expert layouts (``ep > 1`` or ``etp > 1``) appear only when ``model`` sets
     ``num_experts``, and then ``ep`` divides it. Layouts that break a model rule of
-    SPEC §7 are left out; ``max_tp`` caps both ``tp`` and ``etp`` (None: no cap).
+    the model section are left out; ``max_tp`` caps both ``tp`` and ``etp`` (None: no cap).
 
     Order: ascending by ``(pp, tp, cp, ep, etp)``, then by ``dp``/``edp``. Given
     ``gpus`` those five sizes determine dp and edp, so the key is unique and the
@@ -119,7 +119,7 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
 
 
 def _archon_ok(dp: int, tp: int, cp: int, ep: int, etp: int) -> bool:
-    """Archon's start-up rules (SPEC §2)."""
+    """Archon's start-up rules."""
     if etp != 1 and etp != tp:
         return False
     if ep == 1:

@@ -1,4 +1,4 @@
-"""Translation of AReaL's deprecated top-level ``allocation_mode`` (SPEC §6).
+"""Translation of AReaL's deprecated top-level ``allocation_mode``.
 
 ``allocation_mode`` described every engine in one string; areal-conf configures each
 engine through its own ``<engine>.backend`` field instead.  This module turns a legacy
@@ -30,7 +30,7 @@ that is an error asking for a name.
 
 Deliberately not supported (each is an AllocationError with a hint):
 
-* component names other than the five engines of SPEC §1 (AReaL accepted any
+* component names other than the five engine roles (AReaL accepted any
   identifier, e.g. ``sglang[r]:d2``); the hint suggests the engine meant;
 * a second unnamed inference or training component, and duplicate names;
 * ``eval``/``cpu`` inside a ``|`` group, and ``[name]`` followed by a ``.``;
@@ -410,7 +410,7 @@ def _guess(name: str, candidates: list[str]) -> str | None:
 
 
 def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
-    """Name the unnamed components (SPEC §6) and work out the scheduling."""
+    """Name the unnamed components and work out the scheduling."""
     engine_of: dict[int, str] = {}  # id(component) -> engine
     explicit: set[str] = set()
     for comp in (c for group in groups for c in group):

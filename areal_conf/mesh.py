@@ -1,4 +1,4 @@
-"""Megatron-Core rank groups of one training engine (SPEC §7).
+"""Megatron-Core rank groups of one training engine.
 
 ``rank_groups`` reproduces what ``megatron/core/parallel_state.py`` builds in
 ``initialize_model_parallel``: two ``RankGenerator`` objects over the same order string,

@@ -1,4 +1,4 @@
-"""Does a layout fit the model? The ``model`` section rules of SPEC §7.
+"""Does a layout fit the model? The ``model`` section rules.
 
 The ``model`` section has five optional keys (:data:`MODEL_KEYS`); ``None`` skips the
 checks that read it. The rules, each stated once in :func:`_violations`:
@@ -126,7 +126,7 @@ def ep_fits(model: ModelSpec, ep: int) -> bool:
 
 
 def _violations(p: ParallelStrategy, model: ModelSpec) -> list[tuple[str, str]]:
-    """(rule broken, fix) for each broken rule, in the order of SPEC §7."""
+    """(rule broken, fix) for each broken rule, in the order of the rule table."""
     found: list[tuple[str, str]] = []
     tp, pp, cp, ep = p.tp_size, p.pp_size, p.cp_size, p.ep_size
     heads = model["num_attention_heads"]
@@ -157,7 +157,7 @@ def _violations(p: ParallelStrategy, model: ModelSpec) -> list[tuple[str, str]]:
             )
         )
     experts = model["num_experts"]
-    if ep > 1 and experts is not None and experts % ep:  # null means unchecked (SPEC §7)
+    if ep > 1 and experts is not None and experts % ep:  # null means unchecked
         found.append(
             (
                 f"num_experts={experts} is not divisible by ep={ep}",

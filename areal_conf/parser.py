@@ -1,9 +1,9 @@
-"""Hand-written scanner and recursive-descent parser for backend strings (SPEC §2).
+"""Hand-written scanner and recursive-descent parser for backend strings.
 
 One left-to-right pass over the text, no regular expressions and no recursion, so any
 input, a megabyte of it included, is accepted or rejected in linear time. Every
 rejection is one ``AllocationError`` with the position of the offending characters
-and a hint that states the fix (SPEC §3).
+and a hint that states the fix.
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ class _Parser:
                     "(AReaL silently kept the last one)",
                 )
             # A backend tolerates an unsupported dimension of size 1 (AReaL configs such as
-            # fsdp:d4p1t1); a hybrid section never does (SPEC §2).
+            # fsdp:d4p1t1); a hybrid section never does.
             if letter not in supported and (size != 1 or section):
                 raise self.unsupported(backend, letter, start, length, section)
             dims[letter] = (size, start, length)
@@ -469,7 +469,7 @@ class _Parser:
         self.expect(":", f"':' after '{label}'", f"e.g. {example}")
 
     def fold(self, attn: _Dims, ffn: _Dims, ffn_start: int) -> ParallelStrategy:
-        """MoE parallel folding: derive and check the ffn layout against attn (SPEC §2)."""
+        """MoE parallel folding: derive and check the ffn layout against attn."""
         dp, tp, pp, cp = (_size(attn, letter) for letter in "dtpc")
         world = dp * tp * pp * cp
         self.check_world(world, f"attn d×t×p×c = {dp}×{tp}×{pp}×{cp}")
@@ -520,7 +520,7 @@ class _Parser:
             )
 
     def check_archon(self, p: ParallelStrategy, dims: _Dims) -> None:
-        """Archon's start-up checks, moved to config time (SPEC §2)."""
+        """Archon's start-up checks, moved to config time."""
         problem = archon_problem(p)
         if problem is None:
             return

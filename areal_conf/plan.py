@@ -1,4 +1,4 @@
-"""The allocation plan: GPUs per engine, colocation, and concrete GPU slots (SPEC §7)."""
+"""The allocation plan: GPUs per engine, colocation, and concrete GPU slots."""
 
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def _ranges(values: tuple[int, ...]) -> str:
 def place(
     engines: list[tuple[str, ModelAllocation]], n_nodes: int, n_gpus_per_node: int
 ) -> dict[str, tuple[Slot, ...]]:
-    """Concrete GPUs for each separated engine, in the given order (SPEC §7).
+    """Concrete GPUs for each separated engine, in the given order.
 
     An inference instance (tp × pp GPUs) stays within one node when it fits in one and
     takes whole nodes when it is larger; instances go first-fit to the lowest node with

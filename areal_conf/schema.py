@@ -5,7 +5,7 @@ The pydantic models below mirror the structured config dataclasses of
 print the schema, validation of a real config is :func:`areal_conf.validate.validate`.
 
 Every ``backend`` field carries a ``pattern`` built from the one backend table
-(:data:`areal_conf.backends.BACKENDS`) that accepts the grammar of SPEC §2 *as syntax*:
+(:data:`areal_conf.backends.BACKENDS`) that accepts the backend-string grammar *as syntax*:
 the backend names of the engine's kind, the dimension letters each backend takes
 (another letter only with size 1), the flat form and, for megatron and archon, the
 hybrid form with or without its parentheses, blanks between tokens. So an editor flags

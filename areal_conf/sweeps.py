@@ -1,9 +1,9 @@
-"""Parallelism sweeps (SPEC §8): which layouts to try for one engine, and how to write them.
+"""Parallelism sweeps: which layouts to try for one engine, and how to write them.
 
 :func:`engine_layouts` reads a composed config (a DictConfig or any nested mapping) and
 answers "every valid layout of this engine": the backend, the GPU count and the tp cap
 default to what the config says (the engine's current backend and world size, following
-SPEC §1's fallback, and ``cluster.n_gpus_per_node``), and the ``model`` section filters
+the empty-backend fallback, and ``cluster.n_gpus_per_node``), and the ``model`` section filters
 them. The ``areal_layouts`` Hydra sweeper and ``python -m areal_conf layouts`` both call
 into this module; it imports no Hydra.
 
@@ -107,13 +107,13 @@ def engine_layouts(
     max_tp: int | None = None,
     fits: bool = False,
 ) -> EngineSweep:
-    """Every valid layout of ``engine`` for a composed config (SPEC §8).
+    """Every valid layout of ``engine`` for a composed config.
 
     With ``fits``, only the layouts whose memory per GPU fits ``cluster.gpu_memory_gb``
     are kept, smallest first (the engine alone, with its own knobs from the config).
     ``backend`` defaults to the engine's current backend name, ``gpus`` to its current
-    world size (both following SPEC §1's fallback), ``max_tp`` to
-    ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts (SPEC §7).
+    world size (both following the empty-backend fallback), ``max_tp`` to
+    ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts.
     Raises AllocationError, its first line naming the config key or sweeper field at
     fault, when a default cannot be derived or no layout is valid.
     """

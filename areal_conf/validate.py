@@ -49,7 +49,7 @@ def validate(cfg: Any) -> Plan:
 
 
 def check_allocation_mode(value: object) -> None:
-    """Reject the deprecated top-level allocation_mode, quoting its translation (SPEC §6)."""
+    """Reject the deprecated top-level allocation_mode, quoting its translation."""
     if value is None or value == "":
         return
     if not isinstance(value, str):

@@ -1,4 +1,4 @@
-"""The ``areal_layouts`` sweeper: one job per valid layout of an engine (SPEC §8).
+"""The ``areal_layouts`` sweeper: one job per valid layout of an engine.
 
 ``python train.py -m hydra/sweeper=areal_layouts hydra.sweeper.engine=actor
 hydra.sweeper.backend=fsdp`` runs one job per fsdp layout of the actor's current world
