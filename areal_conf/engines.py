@@ -440,13 +440,15 @@ def _walk(start: str, engines: dict[str, EnginePlan], rank: dict[str, int]) -> s
         nxt = engines[cur].colocated_with
         if nxt in seen and nxt != cur:
             cycle = " -> ".join([*seen, nxt])
-            first = seen[seen.index(nxt)]
+            # Break the cycle where AReaL creates first: point that engine at a target
+            # that already exists (or separate it), the same fixes as for a bad target.
+            breaker = min(seen[seen.index(nxt) :], key=rank.__getitem__)
+            fix = _bad_target(breaker, _sched_key(breaker), "", engines, rank).hint
             raise AllocationError(
                 f"{_sched_key(start)}: {cycle}: the colocation targets form a cycle",
                 None,
                 None,
-                hint=f"end the chain at an engine on its own GPUs, e.g. "
-                f"{_sched_key(first, 'type')}=separation",
+                hint=f"end the chain at an engine that owns its GPUs: {fix}",
             )
         if nxt == cur or nxt is None:
             break

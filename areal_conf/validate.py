@@ -9,6 +9,7 @@ the resolvers expand, nor keys that only the application reads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +21,13 @@ from areal_conf.plan import EnginePlan, Plan, place, placement_warnings
 
 def validate(cfg: Any) -> Plan:
     """Check a composed config and return its allocation plan."""
+    if not isinstance(cfg, Mapping):
+        raise AllocationError(
+            f"the config must be a mapping of sections, got {type(cfg).__name__}",
+            cfg,
+            None,
+            hint="pass the composed config itself, e.g. validate(cfg) inside @hydra.main",
+        )
     check_allocation_mode(read_value(cfg, "allocation_mode", "allocation_mode", ""))
     n_nodes, n_gpus_per_node = _cluster(read_value(cfg, "cluster", "cluster") or {})
     engines = resolve_colocation(read_engines(cfg))
@@ -124,6 +132,13 @@ def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
 
 
 def _cluster(cluster: Any) -> tuple[int, int]:
+    if not isinstance(cluster, Mapping):
+        raise AllocationError(
+            f"cluster: must be a section, got {type(cluster).__name__}",
+            cluster,
+            None,
+            hint="e.g. cluster: {n_nodes: 1, n_gpus_per_node: 8}",
+        )
     values = []
     # n_gpus_per_node 0 is AReaL's CPU template.
     for field_name, default, least in (("n_nodes", 1, 1), ("n_gpus_per_node", 8, 0)):

@@ -253,6 +253,19 @@ ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         True,
     ),
     (
+        # The hint breaks the cycle at critic (created first) by pointing it at the actor:
+        # separating critic would need 8 more GPUs than the cluster has.
+        "cycle on a full cluster",
+        base(
+            critic={"backend": "", "scheduling_strategy": colo("ref")},
+            ref={"backend": "", "scheduling_strategy": colo("critic")},
+        ),
+        "critic.scheduling_strategy.target: critic -> ref -> critic: the colocation targets "
+        "form a cycle",
+        "critic.scheduling_strategy.target=actor",
+        True,
+    ),
+    (
         "chain through an engine that does not fork",
         base(
             critic={"backend": "", "scheduling_strategy": colo("actor", fork=False)},
@@ -461,3 +474,31 @@ def test_core_modules_do_not_import_hydra() -> None:
         "assert not {'hydra', 'omegaconf'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "reason"),
+    [
+        (None, "the config must be a mapping of sections, got NoneType"),
+        ([{"actor": {"backend": "fsdp:d8"}}], "the config must be a mapping of sections, got list"),
+        (
+            {"actor": {"backend": "fsdp:d8"}, "cluster": [2, 8]},
+            "cluster: must be a section, got list",
+        ),
+        (
+            base(
+                critic={
+                    "backend": "",
+                    "scheduling_strategy": {"type": "colocation", "target": ["actor"]},
+                }
+            ),
+            "critic.scheduling_strategy.target: must be an engine name",
+        ),
+    ],
+    ids=["none", "list", "cluster list", "target list"],
+)
+def test_a_config_of_the_wrong_shape_is_one_allocation_error(cfg: Any, reason: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    assert info.value.reason.startswith(reason), info.value.reason
+    assert info.value.hint
