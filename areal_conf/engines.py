@@ -246,9 +246,35 @@ def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
     return written, key
 
 
+#: What an engine's ``allocation`` node is: derived from its backend when resolved.
+ALLOCATION_NODE = "${areal.allocation:}"
+
+
+def _check_allocation_node(name: str, section: Any) -> None:
+    """An engine's ``allocation`` node is derived from its backend: a config that sets it
+    to anything else (an override, a YAML value) would be saved with an expansion that
+    disagrees with the backend the job runs."""
+    if not _has(section, "allocation"):
+        return
+    get_node = getattr(section, "_get_node", None)
+    node = get_node("allocation") if callable(get_node) else None
+    if node is None or not hasattr(node, "_value"):
+        return  # a plain mapping: nothing resolves it, nothing to disagree with
+    written = node._value()
+    if written is None or written == ALLOCATION_NODE:
+        return
+    raise AllocationError(
+        f"{name}.allocation: is derived from {name}.backend and cannot be set",
+        written if isinstance(written, str) else str(written),
+        None,
+        hint=f"set {name}.backend instead, and leave {name}.allocation as {ALLOCATION_NODE}",
+    )
+
+
 def _parse(name: str, cfg: Any, section: Any) -> EnginePlan:
     key = f"{name}.backend"
     role = ROLE.get(name)
+    _check_allocation_node(name, section)
     written = read_value(section, "backend", key)
     if written is None:
         written = ""

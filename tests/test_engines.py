@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
@@ -502,3 +503,14 @@ def test_a_config_of_the_wrong_shape_is_one_allocation_error(cfg: Any, reason: s
         validate(cfg)
     assert info.value.reason.startswith(reason), info.value.reason
     assert info.value.hint
+
+
+@pytest.mark.parametrize("value", ["${areal.alloc:fsdp:d2}", "foo"])
+def test_an_allocation_node_that_disagrees_with_its_backend_is_rejected(value: str) -> None:
+    cfg = OmegaConf.create(base(actor={"backend": "fsdp:d8", "allocation": value}))
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    assert info.value.reason == "actor.allocation: is derived from actor.backend and cannot be set"
+    assert "set actor.backend instead" in info.value.hint
+    ok = OmegaConf.create(base(actor={"backend": "fsdp:d8", "allocation": "${areal.allocation:}"}))
+    assert validate(ok).engines["actor"].gpus == 8
