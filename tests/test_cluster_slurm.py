@@ -230,8 +230,8 @@ def test_dry_run_submits_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("slurm")
 def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> None:
-    """The contrast: the same bad value through submitit_slurm alone is submitted, runs,
-    exits 2 on the node, and submitit reports the FAILED state it read from accounting."""
+    """The contrast: the same bad value through submitit_slurm alone is submitted and runs
+    on the node, and only then is its error reported."""
     sweep_dir = tmp_path / "sweep"
     before = slurm_state()
     out = run(
@@ -246,15 +246,18 @@ def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> 
         cwd=ROOT,
         env=job_env(),
     )
-    assert out.returncode != 0
-    assert "UncompletedJobError" in out.stderr
-    assert "(state: FAILED)" in out.stderr
-    assert "the engines need 24 GPUs" in out.stderr  # the job's stderr, relayed by submitit
+    # train.py's task raises the AllocationError on the node; submitit brings it back and
+    # run_validated prints it as the one message, with train.py's exit status.
+    assert out.returncode == 2
+    assert "the engines need 24 GPUs" in out.stderr
+    assert "Traceback" not in out.stderr
     after = slurm_state()
     assert after.submitted > before.submitted
     new = sorted(after.accounted - before.accounted)
-    rows = accounting(new, "", timeout=0)
-    assert sorted(rows.values()) == [("COMPLETED", "0:0"), ("FAILED", "2:0")]
+    rows = accounting(new, "COMPLETED")
+    # Both jobs ran on the cluster (the bad one only to fail there): submitit's job script
+    # catches the task's exception and returns it, so Slurm records both as completed.
+    assert sorted(rows.values()) == [("COMPLETED", "0:0"), ("COMPLETED", "0:0")]
 
 
 # ------------------------------------------------------------------ a job that raises
