@@ -253,7 +253,12 @@ def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> 
     assert "Traceback" not in out.stderr
     after = slurm_state()
     assert after.submitted > before.submitted
+    end = time.monotonic() + 60  # the accounting daemon records jobs asynchronously
+    while len(after.accounted - before.accounted) < 2 and time.monotonic() < end:
+        time.sleep(0.5)
+        after = slurm_state()
     new = sorted(after.accounted - before.accounted)
+    assert len(new) == 2, new
     rows = accounting(new, "COMPLETED")
     # Both jobs ran on the cluster (the bad one only to fail there): submitit's job script
     # catches the task's exception and returns it, so Slurm records both as completed.
