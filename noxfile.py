@@ -26,11 +26,14 @@ PAIRS: dict[str, list[str]] = {
     "areal_pins": ["hydra-core==1.4.0.dev1", "omegaconf==2.4.0.dev2"],
     # (c) the newest hydra-core 1.4 pre-release (a pre-release in a specifier lets pip
     # pick pre-releases for that package only) with the omegaconf it requires (1.4.0rc3
-    # requires omegaconf>=2.4.1rc1), and the launcher plugins released with it
+    # requires omegaconf>=2.4.1rc1), and the plugins released with it: without them pip
+    # keeps hydra-ray-launcher 1.2.2, whose scan warns on every start under omegaconf 2.4.1rc1
     "hydra14_pre": [
         "hydra-core>=1.4.0.dev0,<1.5",
         "hydra-joblib-launcher>=1.4.0.dev0,<1.5",
         "hydra-submitit-launcher>=1.4.0.dev0,<1.5",
+        "hydra-ray-launcher>=1.4.0.dev0,<1.5",
+        "hydra-optuna-sweeper>=1.4.0.dev0,<1.5",
     ],
 }
 
