@@ -178,17 +178,22 @@ print(json.dumps({"tasks": tasks, "drivers": drivers}))
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """Distinct ports free right now (all sockets are held until every port is picked)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 @pytest.fixture(scope="module")
 def ray_head(ray_dir: Path) -> Iterator[RayHead]:
     """``ray start --head --block`` in its own process group, stopped by that group."""
     temp_dir = ray_dir / "head"
-    port, dashboard_port = free_port(), free_port()
+    # Every port Ray would otherwise take from a fixed default is given explicitly: a port
+    # the OS hands out can be one of those defaults (52365, the agent's, failed a CI run).
+    port, dashboard_port, agent_port, client_port = free_ports(4)
     env = ray_env(ray_dir)
     log = (ray_dir / "head.log").open("w")
     proc = subprocess.Popen(
@@ -196,7 +201,8 @@ def ray_head(ray_dir: Path) -> Iterator[RayHead]:
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
             "--num-cpus=2", "--node-ip-address=127.0.0.1", f"--port={port}",
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}",
+            f"--dashboard-port={dashboard_port}", f"--dashboard-agent-listen-port={agent_port}",
+            f"--ray-client-server-port={client_port}", f"--temp-dir={temp_dir}",
             "--disable-usage-stats",
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
