@@ -24,11 +24,18 @@ from areal_conf.parser import parse_backend
 
 
 def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None:
-    """``${areal.allocation:}`` in the engine node ``parent`` of the config ``root``."""
+    """``${areal.allocation:}`` in the engine node ``parent``.
+
+    The engine's siblings (``actor`` for an empty critic backend, ``actor.kl_ctl`` for
+    ref) are read from the section that holds the engine, not from ``root``: an AReaL
+    config mounted under a key (``- areal_schema@areal``) resolves like one at the top.
+    """
     name = str(parent._key())
-    if name == KL_ROLE and kl_reason(root) is not None:
+    section = parent._get_parent()
+    config = section if isinstance(section, DictConfig) else root
+    if name == KL_ROLE and kl_reason(config) is not None:
         return None
-    spec, where = engine_backend(root, name)
+    spec, where = engine_backend(config, name)
     if spec is None:
         return None
     try:

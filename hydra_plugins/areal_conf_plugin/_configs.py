@@ -43,6 +43,11 @@ class AReaLLauncherConf:
     # run (adaptive sweepers such as Optuna count it against their failure budget).
     # "auto": stop for Hydra's basic sweeper and areal_layouts, fail_job otherwise.
     on_invalid: str = "auto"
+    # Where the AReaL config (its engine sections and cluster) sits in each job's config,
+    # as a dotted key: "" for the top level, "areal" for a defaults entry
+    # `- areal_schema@areal`. A job with no engine sections there is not validated, and
+    # the launcher says so.
+    config_root: str = ""
 
 
 def _with_inner(inner: str) -> AReaLLauncherConf:

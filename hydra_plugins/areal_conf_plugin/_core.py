@@ -54,6 +54,7 @@ class _Job:
     overrides: list[str]
     config: DictConfig | None  # kept for the inner launcher, up to CACHE_LIMIT jobs
     plan: Plan | None
+    unvalidated: bool = False  # composed, but no engine sections where they were looked for
 
 
 def launch(
@@ -77,9 +78,17 @@ def launch(
         if whole is not None and len(whole) > len(batch) and whole[: len(batch)] == batch:
             # The sweeper knows every job up front: validate the whole sweep now, so that
             # an invalid job of a later batch stops the sweep before any job runs.
-            _compose_and_validate(
-                hydra_context, config, whole, 0, keep=0, launched=0, whole_sweep=True
+            checked_jobs, _ = _compose_and_validate(
+                hydra_context,
+                config,
+                whole,
+                0,
+                keep=0,
+                launched=0,
+                whole_sweep=True,
+                root=launcher.config_root,
             )
+            _tell_unvalidated(launcher, checked_jobs, len(whole))
             launcher.sweep_checked = True
     jobs, failures = _compose_and_validate(
         hydra_context,
@@ -90,7 +99,9 @@ def launch(
         launched=launcher.launched,
         stop=mode == STOP,
         checked=launcher.sweep_checked,
+        root=launcher.config_root,
     )
+    _tell_unvalidated(launcher, jobs, len(batch))
 
     if launcher.dry_run:
         for job in jobs:
@@ -100,19 +111,14 @@ def launch(
     inner_master = _with_launcher(config, inner_launcher)
     loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs, config)
     bad = {num: reason for num, _, reason in failures}
+    summary = launch_summary(jobs, bad)
     del jobs  # the loader holds the configs now and lets go of each as it is used
     inner = Plugins.instance().instantiate_launcher(
         hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
         task_function=task_function,
         config=inner_master,
     )
-    n_valid = len(batch) - len(bad)
-    log.info(
-        "areal launcher: %d %s valid, launching with %s",
-        n_valid,
-        "job" if n_valid == 1 else "jobs",
-        type(inner).__name__,
-    )
+    log.info("areal launcher: %s, launching with %s", summary, type(inner).__name__)
     if not bad:
         launcher.launched += len(batch)
         return inner.launch(batch, initial_job_idx=initial_job_idx)
@@ -213,12 +219,14 @@ def _compose_and_validate(
     stop: bool = True,
     checked: bool = False,
     whole_sweep: bool = False,
+    root: str = "",
 ) -> tuple[list[_Job], list[tuple[int, list[str], str]]]:
     """Compose and validate each job (the first ``keep`` configs are kept for the inner
     launcher). With ``stop``, any failure raises the list of failing jobs; otherwise the
     failures are returned. ``checked``: the jobs were validated already (whole sweep),
     compose them only for the inner launcher. ``whole_sweep``: the jobs are every job of
-    the sweep (the message says so)."""
+    the sweep (the message says so). ``root``: the dotted key of the AReaL section in
+    each job's config ("" for the top level)."""
     from areal_conf.errors import AllocationError
     from areal_conf.progress import Progress
 
@@ -234,20 +242,72 @@ def _compose_and_validate(
                 continue
             job_cfg = hydra_context.config_loader.load_sweep_config(config, ovr)
             plan: Plan | None = None
-            if is_areal_config(job_cfg) and not checked:
+            unvalidated = False
+            if not checked:
                 try:
-                    plan = _validate(job_cfg)
+                    section = areal_section(job_cfg, root)
+                    if is_areal_config(section):
+                        plan = _validate(section)
+                    else:
+                        unvalidated = True
                 except AllocationError as err:
                     failures.append((num, ovr, str(err)))
                 except OmegaConfBaseException as err:
                     failures.append((num, ovr, f"{type(err).__name__}: {err}"))
-            jobs.append(_Job(num, ovr, job_cfg if i < keep else None, plan))
+            jobs.append(_Job(num, ovr, job_cfg if i < keep else None, plan, unvalidated))
             progress.advance()
     if failures and stop:
         raise ConfigCompositionException(
             failure_message(failures, total, whole_sweep=whole_sweep, launched=launched)
         ) from AllocationError(f"{len(failures)} of {total} jobs failed validation")
     return jobs, failures
+
+
+def areal_section(job_cfg: DictConfig, root: str) -> Any:
+    """The part of a job's config that holds its AReaL config: ``root`` is a dotted key
+    (``hydra.launcher.config_root``), "" for the whole config."""
+    if not root:
+        return job_cfg
+    from areal_conf.errors import AllocationError
+
+    section = OmegaConf.select(job_cfg, root, default=None)
+    if not isinstance(section, DictConfig):
+        found = "is not in the job's config" if section is None else "is not a mapping"
+        raise AllocationError(
+            f"hydra.launcher.config_root: {root!r} {found}",
+            hint="set hydra.launcher.config_root to the key the AReaL config is mounted "
+            "under (for example areal for '- areal_schema@areal'), or to '' for the top level",
+        )
+    return section
+
+
+def launch_summary(jobs: Sequence[_Job], bad: dict[int, str]) -> str:
+    """``3 jobs valid``, or with jobs that were not validated ``1 job valid, 2 not validated``."""
+    unvalidated = sum(job.unvalidated for job in jobs)
+    valid = len(jobs) - len(bad) - unvalidated
+    text = f"{valid} {'job' if valid == 1 else 'jobs'} valid"
+    return text + (f", {unvalidated} not validated" if unvalidated else "")
+
+
+def _tell_unvalidated(launcher: AReaLLauncher, jobs: Sequence[_Job], total: int) -> None:
+    nums = [job.num for job in jobs if job.unvalidated]
+    if nums and not launcher.told_unvalidated:
+        log.warning(unvalidated_notice(nums, total, launcher.config_root))
+        launcher.told_unvalidated = True
+
+
+def unvalidated_notice(nums: Sequence[int], total: int, root: str) -> str:
+    """Said once per sweep: the jobs that run without validation, and why."""
+    where = f"under {root!r}" if root else "at the top level of the config"
+    if len(nums) == total:
+        which = "no job has any" if total > 1 else "the job has no"
+    else:
+        which = "jobs " + ", ".join(f"#{n}" for n in nums) + " have no"
+    return (
+        f"areal launcher: {which} engine sections (rollout, actor, ...) {where}, so "
+        f"{'they run' if len(nums) > 1 else 'it runs'} without validation; if the AReaL "
+        "config is mounted under a key, set hydra.launcher.config_root to that key"
+    )
 
 
 def _validate(job_cfg: DictConfig) -> Plan:

@@ -35,11 +35,17 @@ class AReaLLauncher(Launcher):
     """Validates a whole batch with areal_conf, then delegates it to the inner launcher."""
 
     def __init__(
-        self, launcher: Any = None, dry_run: bool = False, on_invalid: str = "auto"
+        self,
+        launcher: Any = None,
+        dry_run: bool = False,
+        on_invalid: str = "auto",
+        config_root: str = "",
     ) -> None:
         self.launcher_config: Any = launcher
         self.dry_run = bool(dry_run)
         self.on_invalid = on_invalid
+        self.config_root = str(config_root or "")
+        self.told_unvalidated = False
         # The whole sweep, when a sweeper announces it (see expect_sweep), and what has
         # been validated and launched so far: a launcher sees one batch at a time.
         self.sweep_jobs: list[list[str]] | None = None
