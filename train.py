@@ -13,6 +13,7 @@ unknown key) exit 1.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import hydra
@@ -21,9 +22,11 @@ from omegaconf import DictConfig
 
 from areal_conf import run_validated, validate
 from areal_conf.gpu_map import render_gpu_map
+from areal_conf.hydra_app import unvalidated_sweep_warning
 from areal_conf.hydra_compat import VERSION_BASE
 
 PLAN_FILE = "allocation_plan.json"
+log = logging.getLogger(__name__)
 
 
 # areal_schema and the areal. resolvers come from the installed plugin, nothing to import.
@@ -31,6 +34,9 @@ PLAN_FILE = "allocation_plan.json"
 # directory it was started from), without a warning on either.
 @hydra.main(config_path="conf", config_name="config", **VERSION_BASE)
 def main(cfg: DictConfig) -> None:
+    warning = unvalidated_sweep_warning()  # a multirun through a launcher that does not validate
+    if warning:
+        log.warning(warning)
     plan = validate(cfg)  # an AllocationError becomes run_validated's one message
     print(plan.table())
     print()

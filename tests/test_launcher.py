@@ -725,6 +725,66 @@ def test_train_sweep_without_the_bad_value_runs_two_jobs(sweep_dir: Path) -> Non
     assert out.stdout.count("plan written") == 2
 
 
+def test_train_sweep_through_a_plain_launcher_says_once_that_it_is_not_validated(
+    sweep_dir: Path,
+) -> None:
+    out = run_train(
+        [
+            "-m",
+            "actor.backend=fsdp:d8,fsdp:d4t2",
+            "hydra/launcher=basic",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr
+    logs = out.stdout + out.stderr
+    assert logs.count("which does not validate it first") == 1
+    assert "To check every job before any starts, use hydra/launcher=areal\n" in logs
+    assert out.stdout.count("plan written") == 2
+
+
+@pytest.mark.parametrize(
+    "choice, fix",
+    [
+        ("joblib", "hydra/launcher=areal_joblib"),
+        ("submitit_slurm", "hydra/launcher=areal_submitit_slurm"),
+        ("my_launcher", "hydra/launcher=areal hydra/launcher@hydra.launcher.launcher=my_launcher"),
+    ],
+)
+def test_the_plain_launcher_warning_names_the_validating_equivalent(
+    monkeypatch: pytest.MonkeyPatch, choice: str, fix: str
+) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from areal_conf.hydra_app import unvalidated_sweep_warning
+
+    def hydra_cfg(num: int, target: str, mode: RunMode = RunMode.MULTIRUN) -> Any:
+        return OmegaConf.create(
+            {
+                "mode": mode,
+                "job": {"num": num},
+                "launcher": {"_target_": target},
+                "runtime": {"choices": {"hydra/launcher": choice}},
+            }
+        )
+
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))
+    for cfg, expected in [
+        (hydra_cfg(0, "x.Plain"), True),
+        (hydra_cfg(1, "x.Plain"), False),  # once per sweep: job #0 says it
+        (hydra_cfg(0, "x.Plain", RunMode.RUN), False),
+        (hydra_cfg(0, "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"), False),
+    ]:
+        monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda cfg=cfg: cfg))
+        warning = unvalidated_sweep_warning()
+        assert (warning is not None) == expected
+        if warning is not None:
+            assert f"launched by hydra/launcher={choice}," in warning
+            assert warning.endswith(f"use {fix}")
+
+
 def test_train_dry_run_prints_both_jobs_and_runs_neither(sweep_dir: Path) -> None:
     out = run_train(
         [

@@ -1,0 +1,39 @@
+"""Help for the task function of a Hydra application that runs AReaL configs.
+
+Hydra-facing (imports Hydra when called); the core modules never import it.
+"""
+
+from __future__ import annotations
+
+#: Inner launchers that have a short ``hydra/launcher=areal_<name>`` config.
+SHORT_NAMES = ("joblib", "submitit_local", "submitit_slurm", "ray")
+
+
+def unvalidated_sweep_warning() -> str | None:
+    """In job #0 of a multirun whose launcher is not the validating ``areal`` one (the
+    user chose e.g. ``hydra/launcher=joblib``): what to tell the user, once per sweep.
+    ``None`` in every other case (a single run, a later job, a validated sweep)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN or hydra_cfg.job.num != 0:
+        return None
+    if hydra_cfg.launcher.get("_target_") == TARGET:
+        return None
+    choice = hydra_cfg.runtime.choices.get("hydra/launcher") or "basic"
+    if choice == "basic":
+        fix = "hydra/launcher=areal"
+    elif choice in SHORT_NAMES:
+        fix = f"hydra/launcher=areal_{choice}"
+    else:
+        fix = f"hydra/launcher=areal hydra/launcher@hydra.launcher.launcher={choice}"
+    return (
+        f"this sweep was launched by hydra/launcher={choice}, which does not validate it "
+        "first: each job checks its own allocation only when it runs. To check every job "
+        f"before any starts, use {fix}"
+    )
