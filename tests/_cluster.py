@@ -80,10 +80,11 @@ from pathlib import Path
 import hydra
 
 from _cluster import task
+from areal_conf.hydra_compat import VERSION_BASE
 
 # absolute: a relative config_path would be read from _cluster.py's directory
 CONF = str(Path(__file__).resolve().parent / "conf")
-main = hydra.main(version_base=None, config_path=CONF, config_name="config")(task)
+main = hydra.main(config_path=CONF, config_name="config", **VERSION_BASE)(task)
 
 if __name__ == "__main__":
     main()

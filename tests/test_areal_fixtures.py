@@ -25,6 +25,7 @@ import areal_conf.config  # noqa: F401  (registers areal_schema and the resolver
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE_NAMES
 from areal_conf.explain import explain_config
+from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +96,7 @@ def with_schema(name: str, tmp_path: Path) -> Path:
 
 
 def compose_fixture(config_dir: Path, name: str, overrides: list[str] | None = None) -> Any:
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+    with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
         return compose(config_name=name, overrides=overrides or [])
 
 

@@ -465,7 +465,7 @@ def test_short_names_choose_the_inner_launcher(
 ) -> None:
     if "basic" not in target:
         pytest.importorskip(target.rsplit(".", 2)[0])
-    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), **VERSION_BASE):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     assert (
         cfg.hydra.launcher._target_
@@ -504,7 +504,7 @@ def test_a_pinned_inner_launcher_is_switched_from_the_command_line(
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     config = app_dir / "conf" / "config.yaml"
     config.write_text("defaults:\n  - _self_\n" + pinned + config.read_text())
-    with initialize_config_dir(config_dir=str(app_dir / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(app_dir / "conf"), **VERSION_BASE):
         cfg = compose("config", overrides=command_line, return_hydra_config=True)
     assert (
         cfg.hydra.launcher._target_

@@ -158,10 +158,11 @@ def test_migrated_hybrid_composes_as_is() -> None:
     from hydra import compose, initialize_config_dir
 
     import areal_conf.config  # noqa: F401
+    from areal_conf.hydra_compat import VERSION_BASE
 
     conf = pathlib.Path(__file__).resolve().parents[1] / "conf"
     overrides = migrate_allocation_mode("sglang:d4p2t2+megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)")
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
+    with initialize_config_dir(config_dir=str(conf), **VERSION_BASE):
         cfg = compose("config", overrides=overrides)
     assert cfg.actor.backend == "megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)"
     assert cfg.rollout.backend == "sglang:d4p2t2"
