@@ -5,9 +5,6 @@ Hydra-facing (imports Hydra when called); the core modules never import it.
 
 from __future__ import annotations
 
-#: Inner launchers that have a short ``hydra/launcher=areal_<name>`` config.
-SHORT_NAMES = ("joblib", "submitit_local", "submitit_slurm", "ray")
-
 
 def unvalidated_sweep_warning() -> str | None:
     """In job #0 of a multirun whose launcher is not the validating ``areal`` one (the
@@ -16,6 +13,7 @@ def unvalidated_sweep_warning() -> str | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from hydra_plugins.areal_conf_plugin.areal_configs import INNER_ALIASES
     from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET
 
     if not HydraConfig.initialized():
@@ -28,7 +26,7 @@ def unvalidated_sweep_warning() -> str | None:
     choice = hydra_cfg.runtime.choices.get("hydra/launcher") or "basic"
     if choice == "basic":
         fix = "hydra/launcher=areal"
-    elif choice in SHORT_NAMES:
+    elif choice in INNER_ALIASES:  # it has a short hydra/launcher=areal_<name>
         fix = f"hydra/launcher=areal_{choice}"
     else:
         fix = f"hydra/launcher=areal hydra/launcher@hydra.launcher.launcher={choice}"
