@@ -1,4 +1,4 @@
-"""Immutable, hashable results of parsing a backend string.
+"""The result of parsing a backend string: a backend and its ParallelStrategy.
 
 Both types are tuples underneath: a parse builds a few thousand of them per
 millisecond, which frozen dataclasses (about 2 µs each) would not allow.
@@ -6,85 +6,17 @@ millisecond, which frozen dataclasses (about 2 µs each) would not allow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from areal_conf.backends import BACKENDS
+from areal_conf.strategy import ParallelStrategy
 
+__all__ = ["ModelAllocation", "ParallelStrategy"]
 
-class ParallelStrategy(NamedTuple):
-    """Sizes of one engine's parallel dimensions; ``world_size = dp × tp × pp × cp``."""
-
-    dp_size: int = 1
-    tp_size: int = 1
-    pp_size: int = 1
-    cp_size: int = 1
-    ep_size: int = 1
-    etp_size: int = 1
-    edp_size: int = 1
-
-    @property
-    def world_size(self) -> int:
-        return self.dp_size * self.tp_size * self.pp_size * self.cp_size
-
-    # AReaL's long names.
-    @property
-    def data_parallel_size(self) -> int:
-        return self.dp_size
-
-    @property
-    def tensor_parallel_size(self) -> int:
-        return self.tp_size
-
-    @property
-    def pipeline_parallel_size(self) -> int:
-        return self.pp_size
-
-    @property
-    def context_parallel_size(self) -> int:
-        return self.cp_size
-
-    @property
-    def expert_parallel_size(self) -> int:
-        return self.ep_size
-
-    @property
-    def expert_tensor_parallel_size(self) -> int:
-        return self.etp_size
-
-    @property
-    def expert_data_parallel_size(self) -> int:
-        return self.edp_size
-
-    @property
-    def is_hybrid(self) -> bool:
-        """True when only the hybrid (attn|ffn) form can express this layout."""
-        return self.etp_size > 1
-
-    def body(self) -> str:
-        """The canonical text after ``backend:``."""
-        if self.etp_size > 1:
-            attn = _sizes("dptc", (self.dp_size, self.pp_size, self.tp_size, self.cp_size))
-            ffn = _sizes("dpte", (self.edp_size, self.pp_size, self.etp_size, self.ep_size))
-            return f"(attn:{attn}|ffn:{ffn})"
-        return _sizes(
-            "dptce", (self.dp_size, self.pp_size, self.tp_size, self.cp_size, self.ep_size)
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is ParallelStrategy and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return tuple.__hash__(self)
-
-
-def _sizes(letters: str, sizes: tuple[int, ...]) -> str:
-    text = "".join(
-        f"{letter}{size}" for letter, size in zip(letters, sizes, strict=False) if size != 1
-    )
-    return text or "d1"
+# The parser, bound on the first from_str: the parser builds ModelAllocations, so it
+# cannot be imported at the top (the one import cycle of the core, by design).
+_parse: Callable[[object], ModelAllocation] | None = None
 
 
 class ModelAllocation(NamedTuple):
@@ -95,9 +27,7 @@ class ModelAllocation(NamedTuple):
 
     @classmethod
     def from_str(cls, spec: object) -> ModelAllocation:
-        from areal_conf.parser import parse_backend
-
-        return parse_backend(spec)
+        return (_parse or _bind_parser())(spec)
 
     @property
     def world_size(self) -> int:
@@ -147,3 +77,11 @@ class ModelAllocation(NamedTuple):
 
     def __hash__(self) -> int:
         return tuple.__hash__(self)
+
+
+def _bind_parser() -> Callable[[object], ModelAllocation]:
+    global _parse
+    from areal_conf.parser import parse_backend
+
+    _parse = parse_backend
+    return parse_backend

@@ -28,55 +28,24 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any, Final, NamedTuple
+from typing import Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
 from areal_conf.plan import EnginePlan
-
-
-class Role(NamedTuple):
-    name: str
-    kind: str  # "inference" or "training"
-    empty_backend: str  # "error", "inherit" (actor.backend) or "disable"
-    example: str  # a backend for hints
-
-
-#: The roles, in the order AReaL creates their engines.
-ROLES: Final[tuple[Role, ...]] = (
-    Role("actor", "training", "error", "fsdp:d8"),
-    Role("critic", "training", "inherit", "fsdp:d8"),
-    Role("ref", "training", "inherit", "fsdp:d8"),
-    Role("teacher", "training", "disable", "fsdp:d8"),
-    Role("rollout", "inference", "error", "sglang:d2t4"),
+from areal_conf.roles import (
+    INHERIT_FROM,
+    KL_ROLE,
+    LEGACY_KEY,
+    ROLE,
+    ROLE_NAMES,
+    SCHEDULING_TYPES,
+    Role,
+    display_order,
+    example_backend,
 )
-ROLE: Final[dict[str, Role]] = {role.name: role for role in ROLES}
-#: Role names in creation order.
-ROLE_NAMES: Final[tuple[str, ...]] = tuple(ROLE)
-#: The role whose backend an empty "inherit" backend takes, and whose kl_ctl decides ref.
-INHERIT_FROM: Final = "actor"
-#: The role that AReaL builds only for a positive ``actor.kl_ctl``.
-KL_ROLE: Final = "ref"
-SCHEDULING_TYPES: Final = ("separation", "colocation")
-#: Top-level keys besides engine sections that make a config an AReaL config.
-LEGACY_KEY: Final = "allocation_mode"
-
-
-def display_order(names: list[str]) -> list[str]:
-    """Roles first (inference before training, then creation order), extras as given.
-
-    Plans, tables and placement use this order: the rollout engine takes the first GPUs.
-    """
-    roles = sorted(
-        (n for n in names if n in ROLE), key=lambda n: (ROLE[n].kind != "inference", _index(n))
-    )
-    return roles + [n for n in names if n not in ROLE]
-
-
-def _index(name: str) -> int:
-    return ROLE_NAMES.index(name)
 
 
 def replicas(allocation: ModelAllocation) -> int:
@@ -128,7 +97,7 @@ def unresolvable(key: str | None, err: BaseException, written: object = None) ->
         reason = "the value is missing (???)"
     example = f"{key}=<value>" if key else "<key>=<value>"
     if key and key.endswith(".backend"):
-        example = f"{key}={'sglang:d2t4' if key.startswith('rollout') else 'fsdp:d8'}"
+        example = f"{key}={example_backend(key.split('.')[0])}"
     hint = (
         f"give it a value, e.g. {example}"
         if missing
@@ -275,42 +244,33 @@ def _parse(name: str, cfg: Any, section: Any) -> EnginePlan:
     key = f"{name}.backend"
     role = ROLE.get(name)
     _check_allocation_node(name, section)
-    written = read_value(section, "backend", key)
+    written, where = engine_backend(cfg, name)
+    inherited = where != key
     if written is None:
-        written = ""
-    inherited_from = None
+        return EnginePlan(
+            name,
+            None,
+            "",
+            kind=role.kind if role is not None else "training",
+            not_built=f"disabled: {key} is empty",
+        )
     if written == "":
-        if role is not None and role.empty_backend == "disable":
-            return EnginePlan(
-                name,
-                None,
-                "",
-                kind=role.kind,
-                not_built=f"disabled: {key} is empty",
-            )
-        if role is not None and role.empty_backend == "inherit":
-            spec, _ = engine_backend(cfg, name)
-            if not spec:
-                raise AllocationError(
-                    f"{key}: an empty {name} backend means {INHERIT_FROM}.backend, and "
-                    f"there is no {INHERIT_FROM} backend",
-                    "",
-                    None,
-                    hint=f"set one, e.g. {key}={role.example}, or remove the {name} section",
-                )
-            written, inherited_from = spec, INHERIT_FROM
-        else:
-            example = role.example if role is not None else "sglang:d2t4"
-            raise AllocationError(
-                f"{key}: {name} needs a backend and none is set",
-                "",
-                None,
-                hint=f"set one, e.g. {key}={example}, or remove the {name} section",
-            )
+        example = example_backend(name, "inference")
+        reason = (
+            f"an empty {name} backend means {INHERIT_FROM}.backend, and there is no "
+            f"{INHERIT_FROM} backend"
+            if inherited
+            else f"{name} needs a backend and none is set"
+        )
+        raise AllocationError(
+            f"{key}: {reason}",
+            "",
+            None,
+            hint=f"set one, e.g. {key}={example}, or remove the {name} section",
+        )
     try:
         alloc = parse_backend(written)
     except AllocationError as err:
-        where = f"{INHERIT_FROM}.backend (inherited by an empty {key})" if inherited_from else key
         raise err.with_context(where) from None
     if role is not None:
         _check_kind(role, key, alloc, written)
@@ -318,8 +278,8 @@ def _parse(name: str, cfg: Any, section: Any) -> EnginePlan:
     return EnginePlan(
         name,
         alloc,
-        "" if inherited_from else written,
-        inherited_from,
+        "" if inherited else written,
+        INHERIT_FROM if inherited else None,
         (target or "") if kind == "colocation" else None,
         kind="inference" if alloc.is_inference else "training",
         fork=fork,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from areal_conf.errors import AllocationError
 from areal_conf.memory import (
@@ -35,12 +35,10 @@ from areal_conf.memory import (
     group_need,
 )
 from areal_conf.model_shape import ModelShape, model_shape
+from areal_conf.roles import ROLE
 
 if TYPE_CHECKING:
     from areal_conf.plan import EnginePlan
-
-# Engines that train unless their config says ``optimizer: null`` (and vice versa).
-TRAINING_ROLES: Final = ("actor", "critic")
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ def engine_knobs(
     if "optimizer" in present:
         knobs["trainable"] = node.get("optimizer") is not None
     else:
-        knobs["trainable"] = name in TRAINING_ROLES
+        knobs["trainable"] = name in ROLE and ROLE[name].trains
     if at("gradient_checkpointing", default=False):
         granularity = at("megatron", "recompute_granularity", default="full")
         knobs["recompute"] = "full" if backend != "megatron" or granularity == "full" else "none"

@@ -5,9 +5,9 @@ divides N/pp, cp divides N/(pp·tp) and dp is what is left; the expert pairs (ep
 are chosen per pp among the divisors of N/pp. Every size is filtered as soon as it is
 chosen, by the backend's dimensions, the ``max_tp`` cap and the model rules of
 :mod:`areal_conf.model_checks` (the same predicates ``check_model`` uses).
-The canonical text (as ``ParallelStrategy.body``) is assembled from pieces
-computed once per (pp, tp, cp) and per (pp, ep, etp); tests check that every string
-equals ``str(parse_backend(s))``.
+The canonical text is assembled from :mod:`areal_conf.strategy`'s pieces, each computed
+once per (pp, tp, cp) or per (pp, ep, etp); tests check that every string equals
+``str(parse_backend(s))``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ from areal_conf.model_checks import (
     pp_fits,
     tp_fits,
     validate_model,
+)
+from areal_conf.strategy import (
+    archon_allows,
+    attn_text,
+    expert_text,
+    ffn_text,
+    flat_body,
+    hybrid_body,
 )
 
 
@@ -79,20 +87,15 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
         pairs: list[tuple[int, int, str]] = [(1, 1, "")]
         if experts is not None:
             pairs = []
-            p_text = f"p{pp}" if pp > 1 else ""
             for ep in div_stage:
                 if not ep_fits(m, ep):
                     continue
-                e_text = f"e{ep}" if ep > 1 else ""
-                pairs.append((ep, 1, e_text))
+                pairs.append((ep, 1, expert_text(ep)))
                 if hybrid:
                     rest = per_stage // ep
                     for etp in div_stage:
                         if 1 < etp <= cap and rest % etp == 0:
-                            edp = rest // etp
-                            d_text = f"d{edp}" if edp > 1 else ""
-                            ffn = f"|ffn:{d_text}{p_text}t{etp}{e_text})"
-                            pairs.append((ep, etp, ffn))
+                            pairs.append((ep, etp, ffn_text(rest // etp, pp, etp, ep)))
         for tp in tps:
             per_tp = per_stage // tp
             cps = [
@@ -102,31 +105,15 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
             ]
             for cp in cps:
                 dp = per_tp // cp
-                # Canonical order d p t c (e); a section with only 1s prints d1.
-                attn = "".join(
-                    f"{letter}{size}"
-                    for letter, size in (("d", dp), ("p", pp), ("t", tp), ("c", cp))
-                    if size > 1
-                )
+                attn = attn_text(dp, pp, tp, cp)
                 for ep, etp, text in pairs:
-                    if archon and not _archon_ok(dp, tp, cp, ep, etp):
+                    if archon and not archon_allows(dp, tp, cp, ep, etp):
                         continue
                     if etp == 1:
-                        append(prefix + ((attn + text) or "d1"))
+                        append(prefix + flat_body(attn, text))
                     else:
-                        append(prefix + "(attn:" + (attn or "d1") + text)
+                        append(prefix + hybrid_body(attn, text))
     return out
-
-
-def _archon_ok(dp: int, tp: int, cp: int, ep: int, etp: int) -> bool:
-    """Archon's start-up rules."""
-    if etp != 1 and etp != tp:
-        return False
-    if ep == 1:
-        return True
-    if etp == tp:
-        return ep % cp == 0 and (dp * cp) % ep == 0
-    return ep % (cp * tp) == 0 and (dp * cp * tp) % ep == 0
 
 
 def _divisors(n: int) -> list[int]:

@@ -39,22 +39,22 @@ Deliberately not supported (each is an AllocationError with a hint):
 Deliberately more lenient than AReaL: three or more components need not all be named
 when the rules above name them unambiguously, and a hybrid component may be named.
 
-This module must not import Hydra; it imports the parser lazily because the parser
-imports this module lazily to build its hints for legacy strings.
+Each component is parsed by :mod:`areal_conf.grammar`, which never calls back here:
+the public ``parse_backend`` adds this module's translation to its legacy-syntax error.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from contextvars import ContextVar
 from typing import NamedTuple
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, join_or
-from areal_conf.engines import ROLE, ROLE_NAMES
 from areal_conf.errors import AllocationError
+from areal_conf.grammar import parse
 from areal_conf.overrides import hydra_value
+from areal_conf.roles import ROLE, ROLE_NAMES
 
 __all__ = [
     "migrate_allocation_mode",
@@ -143,9 +143,6 @@ def migration_yaml(legacy: str) -> str:
 
 # ---------------------------------------------------------------------- translation
 
-# Re-entrancy guard, see _translate.
-_ACTIVE: ContextVar[bool] = ContextVar("areal_conf_legacy_active", default=False)
-
 
 def _translate(legacy: object) -> list[_Entry]:
     if not isinstance(legacy, str):
@@ -161,35 +158,23 @@ def _translate(legacy: object) -> list[_Entry]:
             hint="set each engine's backend instead, e.g. "
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         )
-    # The parser calls back into this module for hints on legacy-looking strings.  The
-    # components handed to it never look legacy, but guard against a loop anyway.
-    if _ACTIVE.get():
-        raise AllocationError(
-            "nested allocation_mode translation",
-            legacy,
-            hint="translate each engine's part separately with python -m areal_conf migrate",
-        )
-    token = _ACTIVE.set(True)
-    try:
-        groups: list[list[_Component]] = []
-        for spans in _split(legacy):
-            group: list[_Component] = []
-            for start, end in spans:
-                if legacy[start:end] in _EVAL_WORDS:
-                    if len(spans) > 1:
-                        raise AllocationError(
-                            f"'{legacy[start:end]}' cannot be colocated",
-                            legacy,
-                            start,
-                            length=end - start,
-                            hint="evaluation on CPU is written with '+', e.g. sglang:d4t2+eval",
-                        )
-                    continue  # CPU evaluation: no engine, nothing to translate
-                group.append(_component(legacy, start, end))
-            if group:
-                groups.append(group)
-    finally:
-        _ACTIVE.reset(token)
+    groups: list[list[_Component]] = []
+    for spans in _split(legacy):
+        group: list[_Component] = []
+        for start, end in spans:
+            if legacy[start:end] in _EVAL_WORDS:
+                if len(spans) > 1:
+                    raise AllocationError(
+                        f"'{legacy[start:end]}' cannot be colocated",
+                        legacy,
+                        start,
+                        length=end - start,
+                        hint="evaluation on CPU is written with '+', e.g. sglang:d4t2+eval",
+                    )
+                continue  # CPU evaluation: no engine, nothing to translate
+            group.append(_component(legacy, start, end))
+        if group:
+            groups.append(group)
     return _assign(legacy, groups)
 
 
@@ -355,10 +340,8 @@ def _auto_backend(body: str) -> str:
 
 
 def _parse(legacy: str, spec: str, positions: list[int]) -> ModelAllocation:
-    from areal_conf.parser import parse_backend
-
     try:
-        return parse_backend(spec)
+        return parse(spec)
     except AllocationError as err:
         position = None
         length = err.length

@@ -282,22 +282,5 @@ def _as_training_allocation(allocation_or_spec: object) -> ModelAllocation:
             f"instance(s) of {allocation.instance_size} GPU(s) each (tp×pp); rank groups "
             f"describe training engines ({join_or(list(TRAINING_BACKENDS))})",
         )
-
-    p = allocation.parallel
-    for name, size in zip(p._fields, p, strict=True):
-        if type(size) is not int or size < 1:
-            raise AllocationError(
-                f"{name} must be a positive integer, got {size!r}",
-                str(allocation),
-                hint="build allocations with parse_backend / ModelAllocation.from_str",
-            )
-    expert_world = p.edp_size * p.pp_size * p.etp_size * p.ep_size
-    if expert_world != p.world_size:
-        raise AllocationError(
-            f"edp×pp×etp×ep = {expert_world} differs from the world size dp×tp×pp×cp = "
-            f"{p.world_size}",
-            str(allocation),
-            hint=f"set edp = world / (pp×etp×ep); parse_backend derives it "
-            f"(here world={p.world_size}, pp×etp×ep={p.pp_size * p.etp_size * p.ep_size})",
-        )
+    # The sizes add up: a ParallelStrategy cannot be built otherwise.
     return allocation

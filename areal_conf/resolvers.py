@@ -18,9 +18,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from areal_conf.engines import KL_ROLE, engine_backend, kl_reason
+from areal_conf.engines import engine_backend, kl_reason
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
+from areal_conf.roles import KL_ROLE
 
 
 def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None:

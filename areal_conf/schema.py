@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from areal_conf import config as _dataclasses
 from areal_conf.backends import BACKENDS, MAX_SIZE
-from areal_conf.engines import ROLE, SCHEDULING_TYPES
+from areal_conf.roles import ROLE, SCHEDULING_TYPES
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
-from areal_conf.engines import ROLE, ROLE_NAMES, engine_backend, engine_names
+from areal_conf.engines import engine_backend, engine_names
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.memory import DEFAULT_GPU_MEMORY_GB, GB, MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
+from areal_conf.roles import ROLE, ROLE_NAMES
 
 
 @dataclass(frozen=True)

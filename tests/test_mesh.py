@@ -315,16 +315,25 @@ def test_inference_backend_has_no_groups(backend: str) -> None:
     assert "2 independent server instance(s) of 4 GPU(s)" in info.value.hint
 
 
-def test_inconsistent_expert_sizes() -> None:
-    allocation = megatron(dp=2, tp=2, edp=3)
-    with pytest.raises(AllocationError, match="edp×pp×etp×ep = 3"):
-        rank_groups(allocation)
+def test_inconsistent_expert_sizes_cannot_be_built() -> None:
+    with pytest.raises(AllocationError, match="edp×pp×etp×ep = 3 differs from the world size"):
+        megatron(dp=2, tp=2, edp=3)
+    with pytest.raises(AllocationError, match="pp×etp×ep = 3 does not divide the world size"):
+        ParallelStrategy(dp_size=2, ep_size=3)
+    with pytest.raises(AllocationError, match="edp×pp×etp×ep = 3 differs"):
+        ParallelStrategy(dp_size=2)._replace(edp_size=3)
 
 
-def test_non_positive_size() -> None:
-    allocation = ModelAllocation("megatron", ParallelStrategy(dp_size=0))
+def test_non_positive_size_cannot_be_built() -> None:
     with pytest.raises(AllocationError, match="dp_size must be a positive integer"):
-        rank_groups(allocation)
+        ParallelStrategy(dp_size=0)
+    with pytest.raises(AllocationError, match="tp_size must be a positive integer"):
+        ParallelStrategy._make([1, 2.0, 1, 1, 1, 1, 1])
+
+
+def test_default_edp_is_what_the_other_sizes_leave() -> None:
+    assert ParallelStrategy(dp_size=4, pp_size=2, ep_size=2).edp_size == 2
+    assert ParallelStrategy(dp_size=4, tp_size=2, etp_size=2, ep_size=4).edp_size == 1
 
 
 def test_unknown_backend() -> None:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from areal_conf import AllocationError, ModelAllocation, ParallelStrategy, parse_backend
 from areal_conf.backends import BACKENDS, MAX_SIZE
-from areal_conf.parser import _parse_fast, _Parser
+from areal_conf.grammar import Parser as _Parser
+from areal_conf.grammar import parse_fast as _parse_fast
 
 # spec -> (backend, dp, tp, pp, cp, ep, etp, edp, world, canonical)
 VALID = [

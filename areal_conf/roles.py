@@ -1,0 +1,59 @@
+"""The engine roles AReaL knows, in one table: every rule about a role reads it.
+
+Five roles have fixed names (any other config section with a ``backend`` is an extra
+engine whose kind follows from its backend). AReaL creates their engines in the order
+of :data:`ROLES`.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+
+class Role(NamedTuple):
+    name: str
+    kind: str  # "inference" or "training"
+    empty_backend: str  # "error", "inherit" (actor.backend) or "disable"
+    example: str  # a backend for hints
+    # Has an optimizer unless its config says ``optimizer: null`` (the memory estimate).
+    trains: bool
+
+
+#: The roles, in the order AReaL creates their engines.
+ROLES: Final[tuple[Role, ...]] = (
+    Role("actor", "training", "error", "fsdp:d8", trains=True),
+    Role("critic", "training", "inherit", "fsdp:d8", trains=True),
+    Role("ref", "training", "inherit", "fsdp:d8", trains=False),
+    Role("teacher", "training", "disable", "fsdp:d8", trains=False),
+    Role("rollout", "inference", "error", "sglang:d2t4", trains=False),
+)
+ROLE: Final[dict[str, Role]] = {role.name: role for role in ROLES}
+#: Role names in creation order.
+ROLE_NAMES: Final[tuple[str, ...]] = tuple(ROLE)
+#: The role whose backend an empty "inherit" backend takes, and whose kl_ctl decides ref.
+INHERIT_FROM: Final = "actor"
+#: The role that AReaL builds only for a positive ``actor.kl_ctl``.
+KL_ROLE: Final = "ref"
+SCHEDULING_TYPES: Final = ("separation", "colocation")
+#: Top-level keys besides engine sections that make a config an AReaL config.
+LEGACY_KEY: Final = "allocation_mode"
+
+
+def example_backend(name: str, kind: str = "training") -> str:
+    """A backend to show in a hint for engine ``name`` (of ``kind`` when not a role)."""
+    role = ROLE.get(name)
+    if role is not None:
+        return role.example
+    return next(r.example for r in ROLES if r.kind == kind)
+
+
+def display_order(names: list[str]) -> list[str]:
+    """Roles first (inference before training, then creation order), extras as given.
+
+    Plans, tables and placement use this order: the rollout engine takes the first GPUs.
+    """
+    roles = sorted(
+        (n for n in names if n in ROLE),
+        key=lambda n: (ROLE[n].kind != "inference", ROLE_NAMES.index(n)),
+    )
+    return roles + [n for n in names if n not in ROLE]
