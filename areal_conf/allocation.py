@@ -43,6 +43,11 @@ class ModelAllocation(NamedTuple):
         return self.parallel.dp_size
 
     @property
+    def replicas(self) -> int:
+        """What AReaL's scheduler counts: server instances for inference, ranks for training."""
+        return self.parallel.dp_size if self.is_inference else self.parallel.world_size
+
+    @property
     def instance_size(self) -> int:
         """GPUs per inference server instance (= tp × pp)."""
         return self.parallel.tp_size * self.parallel.pp_size

@@ -48,13 +48,8 @@ from areal_conf.roles import (
 )
 
 
-def replicas(allocation: ModelAllocation) -> int:
-    """What AReaL's scheduler counts: server instances (d) for inference, ranks for training."""
-    return allocation.num_instances if allocation.is_inference else allocation.world_size
-
-
 def replica_text(allocation: ModelAllocation) -> str:
-    n = replicas(allocation)
+    n = allocation.replicas
     if allocation.is_inference:
         return f"{n} server instance{'s' if n != 1 else ''}"
     return f"{n} rank{'s' if n != 1 else ''}"
@@ -527,7 +522,7 @@ def _bad_target(
         and (
             mine is None
             or (
-                replicas(e.allocation) == replicas(mine)
+                e.allocation.replicas == mine.replicas
                 and e.allocation.world_size == mine.world_size
             )
         )
@@ -546,12 +541,12 @@ def _bad_target(
 def _check_replicas(e: EnginePlan, target: EnginePlan, owners: dict[str, str]) -> None:
     a, t = e.allocation, target.allocation
     assert a is not None and t is not None
-    if replicas(a) == replicas(t) and a.world_size == t.world_size:
+    if a.replicas == t.replicas and a.world_size == t.world_size:
         return
     chain = f"{e.name} -> {target.name}"
     if owners[e.name] != target.name:
         chain += f" (GPUs of {owners[e.name]})"
-    if replicas(a) != replicas(t):
+    if a.replicas != t.replicas:
         reason = (
             f"{chain}: {e.name} runs {replica_text(a)} ({a}) and {target.name} "
             f"{replica_text(t)} ({t}); colocated engines need the same number of replicas "
@@ -573,11 +568,11 @@ def _check_replicas(e: EnginePlan, target: EnginePlan, owners: dict[str, str]) -
 def _replica_fix(name: str, a: ModelAllocation, target: str, t: ModelAllocation) -> str:
     """A change of backend that makes the colocation valid (the target stays as it is
     when it can)."""
-    per_replica = t.world_size // replicas(t)
+    per_replica = t.world_size // t.replicas
     if a.is_inference:
-        body = f"d{replicas(t)}" + (f"t{per_replica}" if per_replica > 1 else "")
+        body = f"d{t.replicas}" + (f"t{per_replica}" if per_replica > 1 else "")
         return (
-            f"{name}.backend={a.backend}:{body} ({replicas(t)} instances of {per_replica} "
+            f"{name}.backend={a.backend}:{body} ({t.replicas} instances of {per_replica} "
             f"GPU{'s' if per_replica != 1 else ''} on {target}'s {t.world_size} GPUs)"
         )
     if per_replica == 1:

@@ -48,10 +48,7 @@ class EnginePlan:
     @property
     def replicas(self) -> int:
         """Server instances (inference) or ranks (training): what AReaL's scheduler counts."""
-        if self.allocation is None:
-            return 0
-        a = self.allocation
-        return a.num_instances if a.is_inference else a.world_size
+        return 0 if self.allocation is None else self.allocation.replicas
 
     @property
     def nodes(self) -> tuple[int, ...]:
