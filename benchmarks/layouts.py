@@ -1,4 +1,4 @@
-"""Time the layout sweep of SPEC §8: megatron on 1024 GPUs with an MoE model.
+"""Time ``layouts()``, every valid layout of an engine: megatron on 1024 GPUs, MoE model.
 
 Target: one call ≤ 50 ms. Run from the repository root:
 

@@ -1,4 +1,4 @@
-"""Time ``rank_groups`` for every group kind of a 4096-GPU hybrid layout (SPEC §7).
+"""Time ``rank_groups`` for every Megatron group kind of a 4096-GPU hybrid layout.
 
 Target: at most 100 ms for all groups. Prints best and median of several runs, in ms,
 and their ratio to the target (below 1.0 meets it).

@@ -40,7 +40,8 @@ def per_parse_us(specs: list[str]) -> list[float]:
     return times
 
 
-# The backend-string grammar of SPEC §2 written for lark, as AReaL writes its own.
+# The backend-string grammar (docs/backend-strings.md) written for lark, as AReaL writes
+# its own.
 LARK_GRAMMAR = r"""
     start: BACKEND ":" body
     body: dims | hybrid

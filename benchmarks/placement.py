@@ -1,4 +1,4 @@
-"""Time ``plan.place`` as the cluster grows to 2**20 GPUs (SPEC §7).
+"""Time ``plan.place`` (GPUs on nodes) as the cluster grows to 2**20 GPUs.
 
 Target: 2**20 GPUs placed in at most 1 s, and time linear in the number of GPUs: the
 time per GPU stays flat from 2**14 to 2**20 GPUs (the old first-fit placement grew with

@@ -1,0 +1,145 @@
+"""docs/backend-strings.md says what the code does.
+
+The error catalogue is parsed from the markdown: each ``#### `` entry has an input (a
+``backend: ...`` YAML line for a backend string, or a ``yaml`` block for a whole config),
+one ``text`` block with the message as printed, and a ``Fix:``. The test runs the input
+through ``parse_backend`` or ``validate`` and compares the message line by line. Trailing
+blanks are ignored on both sides: markdown does not show them and editors strip them, and
+only the input line of an empty value has any. The table of example strings is checked
+against the parser too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from areal_conf import AllocationError, parse_backend, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "backend-strings.md"
+CATALOGUE_HEADING = "## Error catalogue"
+# The subsection of the catalogue each kind of entry belongs in.
+SECTION_OF_KIND = {"backend": "### Backend string errors", "config": "### Config errors"}
+
+_INPUT_LINE = re.compile(r"^Input: `(backend: .*)`$", re.M)
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Entry:
+    title: str
+    section: str
+    kind: str  # "backend" or "config"
+    source: str  # the YAML line or block as the page shows it
+    message: str
+    fix: str
+
+
+def _parse_entry(title: str, section: str, body: str) -> Entry:
+    inputs = _INPUT_LINE.findall(body)
+    blocks = _FENCE.findall(body)
+    yaml_blocks = [text for lang, text in blocks if lang == "yaml"]
+    text_blocks = [text for lang, text in blocks if lang == "text"]
+    fixes = re.findall(r"^Fix: (.+)", body, flags=re.M)
+    if len(inputs) + len(yaml_blocks) != 1:
+        raise AssertionError(f"{title!r}: needs exactly one input (Input: line or yaml block)")
+    if len(text_blocks) != 1 or len(fixes) != 1:
+        raise AssertionError(f"{title!r}: needs exactly one text block and one Fix: line")
+    kind, source = ("backend", inputs[0]) if inputs else ("config", yaml_blocks[0])
+    return Entry(title, section, kind, source, text_blocks[0].rstrip("\n"), fixes[0])
+
+
+def catalogue() -> list[Entry]:
+    text = DOC.read_text(encoding="utf-8")
+    _, found, rest = text.partition("\n" + CATALOGUE_HEADING + "\n")
+    assert found, f"{DOC.name} has no {CATALOGUE_HEADING!r} section"
+    entries: list[Entry] = []
+    section = ""
+    # Split into "### " and "#### " parts; code blocks in the catalogue hold no headings.
+    for part in re.split(r"^(?=###+ )", rest, flags=re.M):
+        heading, _, body = part.partition("\n")
+        if heading.startswith("#### "):
+            entries.append(_parse_entry(heading[5:].strip(), section, body))
+        elif heading.startswith("### "):
+            section = heading.strip()
+    return entries
+
+
+ENTRIES = catalogue()
+BY_KIND = {kind: [e for e in ENTRIES if e.kind == kind] for kind in SECTION_OF_KIND}
+
+
+def _lines(message: str) -> list[str]:
+    return [line.rstrip() for line in message.split("\n")]
+
+
+def test_the_catalogue_has_entries_of_every_kind_with_unique_titles() -> None:
+    assert len(BY_KIND["backend"]) >= 30
+    assert len(BY_KIND["config"]) >= 30
+    titles = [e.title for e in ENTRIES]
+    assert len(titles) == len(set(titles))
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.title for e in ENTRIES])
+def test_entry_is_in_the_section_of_its_kind(entry: Entry) -> None:
+    assert entry.section == SECTION_OF_KIND[entry.kind]
+
+
+@pytest.mark.parametrize("entry", BY_KIND["backend"], ids=[e.title for e in BY_KIND["backend"]])
+def test_backend_string_error_is_printed_as_documented(entry: Entry) -> None:
+    value: Any = yaml.safe_load(entry.source)["backend"]
+    with pytest.raises(AllocationError) as caught:
+        parse_backend(value)
+    assert _lines(str(caught.value)) == _lines(entry.message)
+
+
+@pytest.mark.parametrize("entry", BY_KIND["config"], ids=[e.title for e in BY_KIND["config"]])
+def test_config_error_is_printed_as_documented(entry: Entry) -> None:
+    cfg = OmegaConf.create(entry.source)
+    with pytest.raises(AllocationError) as caught:
+        validate(cfg)
+    assert _lines(str(caught.value)) == _lines(entry.message)
+
+
+def _examples() -> list[tuple[str, int]]:
+    """(string, GPUs) rows of the page's table of example strings."""
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \|", DOC.read_text(encoding="utf-8"), flags=re.M)
+    return [(spec.replace("\\|", "|"), int(gpus)) for spec, gpus in rows]
+
+
+EXAMPLES = _examples()
+
+
+def test_the_page_has_a_table_of_examples_with_a_hybrid_one() -> None:
+    assert any("|ffn:" in spec for spec, _ in EXAMPLES)
+
+
+@pytest.mark.parametrize(("spec", "gpus"), EXAMPLES, ids=[spec for spec, _ in EXAMPLES])
+def test_example_string_uses_the_documented_gpus(spec: str, gpus: int) -> None:
+    assert parse_backend(spec).world_size == gpus
+
+
+def test_the_readme_links_to_the_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(docs/backend-strings.md)" in readme
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, blanks to '-'."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def test_every_link_within_the_page_names_one_of_its_headings() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert links
+    assert sorted(set(links) - anchors) == []
