@@ -1,30 +1,33 @@
 """Does a layout fit the model? The ``model`` section rules.
 
 The ``model`` section has five optional keys (:data:`MODEL_KEYS`); ``None`` skips the
-checks that read it. The rules, each stated once in :func:`_violations`:
+rule that reads it. The rules, each stated once as a row of :data:`MODEL_RULES`:
 
 - ``num_attention_heads % tp == 0``;
 - ``num_kv_heads`` is a multiple or a divisor of ``tp``;
 - ``num_layers % pp == 0``;
-- ``ep > 1`` needs ``num_experts % ep == 0`` (unchecked while num_experts is null);
+- ``num_experts % ep == 0`` (ep = 1 always fits; unchecked while num_experts is null);
 - ``max_seq_len % (2 × cp) == 0`` when ``cp > 1``.
 
 They apply to inference allocations too (their tp and pp; cp and ep are 1 there).
-The per-dimension predicates (:func:`tp_fits` …) are what :mod:`areal_conf.layouts`
-filters with, so a sweep and a check can never disagree.
+Both uses read the table: the per-dimension filters (:func:`tp_fits` …) that
+:mod:`areal_conf.layouts` sweeps with, and the messages of :func:`model_violations`
+and :func:`check_model`, so a sweep and a check can never disagree. A sweep asks one
+thing more (:func:`ep_fits`): it offers ``ep > 1`` only when num_experts is set.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from math import isqrt
 from typing import Final
 
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.backends import MAX_SIZE, join_or
 from areal_conf.errors import AllocationError
-from areal_conf.model_shape import SHAPE_KEYS
+from areal_conf.model_shape import SHAPE_KEYS, check_size_value
 
 MODEL_KEYS: Final = (
     "num_layers",
@@ -73,13 +76,7 @@ def validate_model(model: object) -> ModelSpec:
                 None,
                 hint=hint + "the model section's keys are " + ", ".join((*MODEL_KEYS, *SHAPE_KEYS)),
             )
-        if value is not None and (type(value) is not int or value < 1):
-            raise AllocationError(
-                f"model.{key} must be a positive integer or null, got {value!r}",
-                value,
-                None,
-                hint=f"write e.g. model.{key}={_EXAMPLES[key]}, or null to skip its check",
-            )
+        check_size_value(key, value, example=_EXAMPLES[key], null_means="skip its check")
         result[key] = value
     return result
 
@@ -93,88 +90,135 @@ _EXAMPLES: Final = {
 }
 
 
-# -- per-dimension predicates (shared with layouts) -----------------------------------
+# -- the rule table -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRule:
+    """One model rule: ``key``'s value against the parallel size ``size``.
+
+    ``fits(value, size)`` is the condition; ``reason(value, size)`` completes the
+    sentence "``key=value`` …" when it fails and ``hint(value, size)`` is the fix.
+    A null ``key`` skips the rule.
+    """
+
+    key: str
+    size: str  # "tp", "pp", "cp" or "ep"; the size's letter in a spec is its first
+    fits: Callable[[int, int], bool]
+    reason: Callable[[int, int], str]
+    hint: Callable[[int, int], str]
+
+
+def _divisible_by(key: str, size: str) -> ModelRule:
+    """The rule ``key % size == 0``, whose fix lists the divisors of key's value."""
+    letter = size[0]
+    return ModelRule(
+        key,
+        size,
+        fits=lambda value, n: value % n == 0,
+        reason=lambda value, n: f"is not divisible by {size}={n}",
+        hint=lambda value, n: "use " + _choices(letter, _divisors(value), n, value),
+    )
+
+
+def _kv_hint(kv: int, tp: int) -> str:
+    return (
+        f"use a divisor of {kv} ({_choices('t', _divisors(kv), tp, kv)}) "
+        f"or a multiple of {kv} (t{2 * kv}, t{3 * kv}, ...)"
+    )
+
+
+def _seq_hint(seq: int, cp: int) -> str:
+    # cp = 1 always works; cp > 1 needs 2·cp | seq, i.e. cp | seq / 2.
+    good = [1] + ([c for c in _divisors(seq // 2) if c > 1] if seq % 2 == 0 else [])
+    padded = -(-seq // (2 * cp)) * (2 * cp)
+    return f"use {_choices('c', good, cp, seq // 2)}, or pad max_seq_len to {padded}"
+
+
+# In the order the messages list broken rules.
+MODEL_RULES: Final = (
+    _divisible_by("num_attention_heads", "tp"),
+    ModelRule(
+        "num_kv_heads",
+        "tp",
+        fits=lambda kv, tp: kv % tp == 0 or tp % kv == 0,
+        reason=lambda kv, tp: f"is neither a multiple nor a divisor of tp={tp}",
+        hint=_kv_hint,
+    ),
+    _divisible_by("num_layers", "pp"),
+    # ep = 1 passes by the arithmetic alone (every count is divisible by 1).
+    _divisible_by("num_experts", "ep"),
+    ModelRule(
+        "max_seq_len",
+        "cp",
+        fits=lambda seq, cp: cp == 1 or seq % (2 * cp) == 0,
+        reason=lambda seq, cp: f"is not divisible by 2×cp={2 * cp}",
+        hint=_seq_hint,
+    ),
+)
+
+# -- per-dimension filters (shared with layouts) --------------------------------------
+
+# (key, condition) of the rules on one size: the filters run often, so they read
+# these tuples, built once, instead of walking MODEL_RULES on every call.
+_Conditions = tuple[tuple[str, Callable[[int, int], bool]], ...]
+
+
+def _conditions(size: str) -> _Conditions:
+    return tuple((rule.key, rule.fits) for rule in MODEL_RULES if rule.size == size)
+
+
+_TP_RULES: Final = _conditions("tp")
+_PP_RULES: Final = _conditions("pp")
+_CP_RULES: Final = _conditions("cp")
+_EP_RULES: Final = _conditions("ep")
+
+
+def _fits(conditions: _Conditions, model: ModelSpec, n: int) -> bool:
+    for key, fits in conditions:
+        value = model[key]
+        if value is not None and not fits(value, n):
+            return False
+    return True
 
 
 def tp_fits(model: ModelSpec, tp: int) -> bool:
     """The head rules for a tensor parallel size ``tp``."""
-    heads = model["num_attention_heads"]
-    if heads is not None and heads % tp:
-        return False
-    kv = model["num_kv_heads"]
-    return kv is None or kv % tp == 0 or tp % kv == 0
+    return _fits(_TP_RULES, model, tp)
 
 
 def pp_fits(model: ModelSpec, pp: int) -> bool:
-    layers = model["num_layers"]
-    return layers is None or layers % pp == 0
+    return _fits(_PP_RULES, model, pp)
 
 
 def cp_fits(model: ModelSpec, cp: int) -> bool:
-    seq = model["max_seq_len"]
-    return cp == 1 or seq is None or seq % (2 * cp) == 0
+    return _fits(_CP_RULES, model, cp)
 
 
 def ep_fits(model: ModelSpec, ep: int) -> bool:
-    if ep == 1:
-        return True
-    experts = model["num_experts"]
-    return experts is not None and experts % ep == 0
+    """The expert rule, and more: a sweep offers ``ep > 1`` only with num_experts set.
+
+    The check skips a null num_experts (nothing to hold against the layout), but a
+    sweep must not invent expert layouts for a model whose experts are unknown.
+    """
+    if ep > 1 and model["num_experts"] is None:
+        return False
+    return _fits(_EP_RULES, model, ep)
 
 
-# -- the rules with their messages ----------------------------------------------------
+# -- the messages ---------------------------------------------------------------------
 
 
-def _violations(p: ParallelStrategy, model: ModelSpec) -> list[tuple[str, str]]:
-    """(rule broken, fix) for each broken rule, in the order of the rule table."""
-    found: list[tuple[str, str]] = []
-    tp, pp, cp, ep = p.tp_size, p.pp_size, p.cp_size, p.ep_size
-    heads = model["num_attention_heads"]
-    if heads is not None and heads % tp:
-        found.append(
-            (
-                f"num_attention_heads={heads} is not divisible by tp={tp}",
-                "use " + _choices("t", _divisors(heads), tp, heads),
+def _violations(p: ParallelStrategy, model: ModelSpec) -> list[tuple[str, str, str]]:
+    """(key, rule broken, fix) for each broken rule, in the order of MODEL_RULES."""
+    found: list[tuple[str, str, str]] = []
+    for rule in MODEL_RULES:
+        value = model[rule.key]
+        n: int = getattr(p, rule.size + "_size")
+        if value is not None and not rule.fits(value, n):
+            found.append(
+                (rule.key, f"{rule.key}={value} {rule.reason(value, n)}", rule.hint(value, n))
             )
-        )
-    kv = model["num_kv_heads"]
-    if kv is not None and kv % tp and tp % kv:
-        found.append(
-            (
-                f"num_kv_heads={kv} is neither a multiple nor a divisor of tp={tp}",
-                (
-                    f"use a divisor of {kv} ({_choices('t', _divisors(kv), tp, kv)}) "
-                    f"or a multiple of {kv} (t{2 * kv}, t{3 * kv}, ...)"
-                ),
-            )
-        )
-    layers = model["num_layers"]
-    if layers is not None and layers % pp:
-        found.append(
-            (
-                f"num_layers={layers} is not divisible by pp={pp}",
-                "use " + _choices("p", _divisors(layers), pp, layers),
-            )
-        )
-    experts = model["num_experts"]
-    if ep > 1 and experts is not None and experts % ep:  # null means unchecked
-        found.append(
-            (
-                f"num_experts={experts} is not divisible by ep={ep}",
-                "use " + _choices("e", _divisors(experts), ep, experts),
-            )
-        )
-    seq = model["max_seq_len"]
-    if cp > 1 and seq is not None and seq % (2 * cp):
-        # cp = 1 always works; cp > 1 needs 2·cp | seq, i.e. cp | seq / 2.
-        good = [1] + ([c for c in _divisors(seq // 2) if c > 1] if seq % 2 == 0 else [])
-        padded = -(-seq // (2 * cp)) * (2 * cp)
-        found.append(
-            (
-                f"max_seq_len={seq} is not divisible by 2×cp={2 * cp}",
-                f"use {_choices('c', good, cp, seq // 2)}, or pad max_seq_len to {padded}",
-            )
-        )
     return found
 
 
@@ -186,7 +230,7 @@ def model_violations(allocation: ModelAllocation, model: Mapping[str, int | None
     is not a positive integer or None.
     """
     checked = validate_model(model)
-    return [f"{rule}; {fix}" for rule, fix in _violations(allocation.parallel, checked)]
+    return [f"{rule}; {fix}" for _, rule, fix in _violations(allocation.parallel, checked)]
 
 
 def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, int | None]) -> None:
@@ -202,12 +246,10 @@ def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, in
     spec = str(allocation)
     count = "a model rule" if len(found) == 1 else f"{len(found)} model rules"
     raise AllocationError(
-        f"{engine}: {spec} breaks {count}: " + "; ".join(rule for rule, _ in found),
+        f"{engine}: {spec} breaks {count}: " + "; ".join(rule for _, rule, _ in found),
         spec,
         None,
-        hint="; ".join(
-            f"{rule.split('=', 1)[0]}: {fix}" if len(found) > 1 else fix for rule, fix in found
-        ),
+        hint="; ".join(f"{key}: {fix}" if len(found) > 1 else fix for key, _, fix in found),
     )
 
 

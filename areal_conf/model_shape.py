@@ -148,7 +148,7 @@ def _read(path: str, file: str) -> dict[str, Any]:
                 continue
             if key == "tie_word_embeddings":
                 found[key] = bool(value)
-            elif type(value) is int and value > 0:
+            elif is_size(value):
                 found[key] = value
             break
     return found
@@ -214,17 +214,32 @@ def model_shape(model: Mapping[str, Any]) -> ModelShape | str:
     )
 
 
+def is_size(value: object) -> bool:
+    """A positive int; a bool is no size (``True`` would pass as 1)."""
+    return type(value) is int and value > 0
+
+
+def check_size_value(key: str, value: object, *, example: int, null_means: str) -> None:
+    """Raise AllocationError unless ``model.<key>`` is a positive integer or None.
+
+    Every numeric key of the ``model`` section is checked here, so they all say the
+    same; ``example`` and ``null_means`` (what null does for this key) make the hint.
+    """
+    if value is not None and not is_size(value):
+        raise AllocationError(
+            f"model.{key} must be a positive integer or null, got {value!r}",
+            value,
+            None,
+            hint=f"write e.g. model.{key}={example}, or null to {null_means}",
+        )
+
+
 def check_shape_values(section: Mapping[str, Any]) -> None:
     """Reject a shape key whose value is not a positive integer (a bool for tie_...)."""
     for key in SIZE_KEYS:
-        value = section.get(key)
-        if value is not None and (type(value) is not int or value < 1):
-            raise AllocationError(
-                f"model.{key} must be a positive integer or null, got {value!r}",
-                value,
-                None,
-                hint=f"write e.g. model.{key}=4096, or null to take it from model.hf_config",
-            )
+        check_size_value(
+            key, section.get(key), example=4096, null_means="take it from model.hf_config"
+        )
     tie = section.get("tie_word_embeddings")
     if tie is not None and not isinstance(tie, bool):
         raise AllocationError(

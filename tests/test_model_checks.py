@@ -7,7 +7,18 @@ from typing import Any
 import pytest
 
 from areal_conf.errors import AllocationError
-from areal_conf.model_checks import MODEL_KEYS, check_model, model_violations
+from areal_conf.model_checks import (
+    MODEL_KEYS,
+    MODEL_RULES,
+    check_model,
+    cp_fits,
+    ep_fits,
+    model_violations,
+    pp_fits,
+    tp_fits,
+    validate_model,
+)
+from areal_conf.model_shape import check_shape_values
 from areal_conf.parser import parse_backend
 
 DENSE: dict[str, int | None] = {
@@ -218,3 +229,60 @@ def test_keys() -> None:
         "num_experts",
         "max_seq_len",
     )
+
+
+SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 48)
+
+
+# num_experts set in both: with it null the filter and the check differ on purpose
+# (test_ep_filter_needs_experts_the_check_does_not).
+@pytest.mark.parametrize("model", [DENSE | {"num_experts": 10}, MOE], ids=["dense", "moe"])
+def test_filters_and_messages_agree(model: dict[str, int | None]) -> None:
+    # A size passes its filter exactly when no message names a rule on that size.
+    spec = validate_model(model)
+    filters = {"tp": tp_fits, "pp": pp_fits, "cp": cp_fits, "ep": ep_fits}
+    rules_on = {size: {r.key for r in MODEL_RULES if r.size == size} for size in filters}
+    for size, fits in filters.items():
+        for n in SIZES:
+            # dN beside the size, so that ep = N divides the GPUs of a stage.
+            allocation = parse_backend(f"megatron:d{n}{size[0]}{n}")
+            named = {v.split("=", 1)[0] for v in model_violations(allocation, model)}
+            assert fits(spec, n) == (not named & rules_on[size]), (size, n, named)
+
+
+def test_every_model_key_has_a_rule() -> None:
+    assert sorted(rule.key for rule in MODEL_RULES) == sorted(MODEL_KEYS)
+
+
+def test_ep_filter_needs_experts_the_check_does_not() -> None:
+    # The check skips a null num_experts; a sweep offers no expert layout without it.
+    dense = validate_model(DENSE)
+    assert model_violations(parse_backend("megatron:d4e4"), DENSE) == []
+    assert ep_fits(dense, 1)
+    assert not ep_fits(dense, 4)
+
+
+@pytest.mark.parametrize("value", [0, -3, True, 2.0, "8"])
+def test_layout_and_shape_keys_reject_the_same_values(value: object) -> None:
+    # One positive-integer check behind both; only the hint's example and null differ.
+    with pytest.raises(AllocationError) as layout_key:
+        validate_model({"num_layers": value})
+    with pytest.raises(AllocationError) as shape_key:
+        check_shape_values({"hidden_size": value})
+    assert (
+        layout_key.value.reason
+        == f"model.num_layers must be a positive integer or null, got {value!r}"
+    )
+    assert (
+        shape_key.value.reason
+        == f"model.hidden_size must be a positive integer or null, got {value!r}"
+    )
+    assert layout_key.value.hint == "write e.g. model.num_layers=32, or null to skip its check"
+    assert shape_key.value.hint == (
+        "write e.g. model.hidden_size=4096, or null to take it from model.hf_config"
+    )
+
+
+def test_layout_and_shape_keys_accept_one_and_null() -> None:
+    assert validate_model({"num_layers": 1, "num_experts": None})["num_layers"] == 1
+    check_shape_values({"hidden_size": 1, "vocab_size": None})
