@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from math import isqrt
 
 from areal_conf.backends import BACKENDS, MAX_SIZE, BackendRule, join_or
 from areal_conf.errors import AllocationError
@@ -29,6 +28,7 @@ from areal_conf.model_checks import (
 from areal_conf.strategy import (
     archon_allows,
     attn_text,
+    divisors,
     expert_text,
     ffn_text,
     flat_body,
@@ -68,7 +68,7 @@ def layouts(
 
 def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) -> list[str]:
     dims = rule.dims
-    div_n = _divisors(n)
+    div_n = divisors(n)
     # A dense model has no experts to shard: expert layouts need num_experts.
     experts = m["num_experts"] if "e" in dims else None
     hybrid = rule.hybrid and experts is not None
@@ -114,17 +114,6 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
                     else:
                         append(prefix + hybrid_body(attn, text))
     return out
-
-
-def _divisors(n: int) -> list[int]:
-    low: list[int] = []
-    high: list[int] = []
-    for i in range(1, isqrt(n) + 1):
-        if n % i == 0:
-            low.append(i)
-            if i != n // i:
-                high.append(n // i)
-    return low + high[::-1]
 
 
 # -- argument checks ------------------------------------------------------------------

@@ -21,13 +21,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from math import isqrt
 from typing import Final
 
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
-from areal_conf.backends import MAX_SIZE, join_or
+from areal_conf.backends import join_or
 from areal_conf.errors import AllocationError
 from areal_conf.model_shape import SHAPE_KEYS, check_size_value
+from areal_conf.strategy import divisors
 
 MODEL_KEYS: Final = (
     "num_layers",
@@ -117,20 +117,20 @@ def _divisible_by(key: str, size: str) -> ModelRule:
         size,
         fits=lambda value, n: value % n == 0,
         reason=lambda value, n: f"is not divisible by {size}={n}",
-        hint=lambda value, n: "use " + _choices(letter, _divisors(value), n, value),
+        hint=lambda value, n: "use " + _choices(letter, divisors(value), n, value),
     )
 
 
 def _kv_hint(kv: int, tp: int) -> str:
     return (
-        f"use a divisor of {kv} ({_choices('t', _divisors(kv), tp, kv)}) "
+        f"use a divisor of {kv} ({_choices('t', divisors(kv), tp, kv)}) "
         f"or a multiple of {kv} (t{2 * kv}, t{3 * kv}, ...)"
     )
 
 
 def _seq_hint(seq: int, cp: int) -> str:
     # cp = 1 always works; cp > 1 needs 2·cp | seq, i.e. cp | seq / 2.
-    good = [1] + ([c for c in _divisors(seq // 2) if c > 1] if seq % 2 == 0 else [])
+    good = [1] + ([c for c in divisors(seq // 2) if c > 1] if seq % 2 == 0 else [])
     padded = -(-seq // (2 * cp)) * (2 * cp)
     return f"use {_choices('c', good, cp, seq // 2)}, or pad max_seq_len to {padded}"
 
@@ -254,19 +254,6 @@ def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, in
 
 
 # -- helpers --------------------------------------------------------------------------
-
-
-def _divisors(n: int) -> list[int]:
-    """Divisors of ``n`` that are at most MAX_SIZE (no size can be larger), ascending."""
-    low: list[int] = []
-    high: list[int] = []
-    for i in range(1, min(isqrt(n), MAX_SIZE) + 1):
-        if n % i == 0:
-            low.append(i)
-            j = n // i
-            if j != i and j <= MAX_SIZE:
-                high.append(j)
-    return low + high[::-1]
 
 
 def _choices(letter: str, sizes: list[int], current: int, of: int) -> str:

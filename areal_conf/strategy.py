@@ -14,6 +14,7 @@ to the scanner cheaply and the scanner can point at the offending characters.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from math import isqrt
 from typing import Any, NamedTuple, Self, TypeVar
 
 from areal_conf.backends import MAX_SIZE
@@ -329,6 +330,19 @@ def flat_body(attn: str, expert: str) -> str:
 
 def hybrid_body(attn: str, ffn: str) -> str:
     return f"(attn:{attn or 'd1'}|ffn:{ffn or 'd1'})"
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` that can be a size (at most 2**20), ascending."""
+    low: list[int] = []
+    high: list[int] = []
+    for i in range(1, min(isqrt(n), MAX_SIZE) + 1):
+        if n % i == 0:
+            low.append(i)
+            j = n // i
+            if j != i and j <= MAX_SIZE:
+                high.append(j)
+    return low + high[::-1]
 
 
 def _divisors_text(n: int) -> str:
