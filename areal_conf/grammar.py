@@ -240,7 +240,9 @@ class Parser(_Scanner):
                 start,
                 hint=f"start with one of {known}, e.g. fsdp:d8",
             )
-        rest = _clip(self.spec[self.pos :].strip(" \t"))
+        # The suggestion keeps what follows from the ':' on ("fs dp:d4" -> fsdp:d4).
+        colon = self.spec.find(":", self.pos)
+        rest = _clip(self.spec[colon:].strip(" \t")) if colon >= 0 else ""
         if name.lower() in BACKENDS:
             hint = f"backend names are lower case: {name.lower()}{rest}"
         else:

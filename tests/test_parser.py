@@ -402,3 +402,17 @@ def test_equal_layouts_have_equal_canonical_forms() -> None:
     ]
     assert len({str(parse_backend(s)) for s in same}) == 1
     assert len({parse_backend(s) for s in same}) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "hint"),
+    [
+        ("fs dp:d4", "did you mean fsdp:d4?"),
+        ("fsdpx d4", "did you mean fsdp?"),
+        ("FSDP d4", "backend names are lower case: fsdp"),
+    ],
+)
+def test_backend_suggestion_keeps_only_the_text_from_the_colon(spec: str, hint: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        parse_backend(spec)
+    assert info.value.hint == hint
