@@ -199,8 +199,8 @@ def _does_not_fit(
         est = need.estimates[m.name]
         reason = (
             f"{m.name}: {m.allocation} needs {est.weights / GB:.1f} GB of weights per GPU but "
-            f"reserves {est.total / GB:.1f} GB ({_fraction_key(m.allocation.backend)} of a "
-            f"{cap:g} GB GPU): no room for the KV cache"
+            f"reserves {est.total / GB:.1f} GB ({_fraction_key(m.allocation.backend)} of the "
+            f"{cap:g} GB of a GPU): no room for the KV cache"
         )
     else:
         term, size, whose = max(
