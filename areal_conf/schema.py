@@ -207,12 +207,13 @@ def _role_section(role: Role, section: JsonSchemaValue) -> JsonSchemaValue:
     out["description"] = (
         f"The {role.name} engine ({role.kind}); absent or null: no {role.name} engine."
     )
-    out["properties"]["backend"].update(
-        description=f"{_EMPTY_MEANS[role.empty_backend]}. {names}: "
+    backend = out["properties"]["backend"] | {
+        "description": f"{_EMPTY_MEANS[role.empty_backend]}. {names}: "
         + _GRAMMAR.format(example=role.example),
-        pattern=backend_pattern(role.kind, allow_empty=role.empty_backend != "error"),
-        examples=_EXAMPLES[role.kind],
-    )
+        "pattern": backend_pattern(role.kind, allow_empty=role.empty_backend != "error"),
+        "examples": _EXAMPLES[role.kind],
+    }
+    out["properties"]["backend"] = dict(sorted(backend.items()))  # keys sorted, as pydantic's
     return out
 
 
