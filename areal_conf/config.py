@@ -12,87 +12,169 @@ composition. Engine sections are not in the schema: an engine exists when the YA
 override gives its section (``+critic.backend=fsdp:d4``), so a training-only or
 inference-only YAML stays what it is; :class:`RolloutConfig`, :class:`TrainEngineConfig`
 and :class:`SchedulingStrategy` describe the keys of an engine section that areal-conf
-reads (the JSON Schema of ``python -m areal_conf schema`` is built from them), and
-``validate`` checks their values.
+reads, and ``validate`` checks their values.
+
+These dataclasses are also the one description of the config for editors: the JSON
+Schema of ``python -m areal_conf schema`` (:mod:`areal_conf.schema`) is read from them.
+A field's docstring is its description there, and the notes in its ``Annotated`` type
+(:class:`Keywords`, :class:`Names`) add what an editor can check: bounds, fixed names,
+patterns. OmegaConf reads type hints without their ``Annotated`` metadata (2.3 and 2.4
+alike), so the notes change nothing in the Hydra schema, and this module imports no
+pydantic.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the field types stay objects rather than
+# strings, which older pydantic (2.5) cannot resolve in another module than its caller's.
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-# Resolved lazily: composition never parses, `--cfg job --resolve` and cfg access do.
-ALLOCATION = "${areal.allocation:}"
+from areal_conf.roles import ALLOCATION_NODE, ROLE_NAMES, SCHEDULING_TYPES
+
+# ------------------------------------------------------------------ schema notes
+# Notes for the JSON Schema only. pydantic calls ``__get_pydantic_json_schema__`` on the
+# ``Annotated`` metadata of a type while it writes that type's JSON Schema (its protocol;
+# nothing here imports pydantic); OmegaConf never sees the notes.
+
+
+class Keywords:
+    """JSON Schema keywords for the annotated type, e.g. ``Keywords(minimum=1)``."""
+
+    __slots__ = ("keywords",)
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __repr__(self) -> str:
+        return f"Keywords({self.keywords!r})"
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(core_schema), **self.keywords}
+
+
+class Names:
+    """The value is one of ``names`` (``only``), or they are examples of it."""
+
+    __slots__ = ("names", "only")
+
+    def __init__(self, names: tuple[str, ...], *, only: bool) -> None:
+        self.names = names
+        self.only = only
+
+    def __repr__(self) -> str:
+        return f"Names({self.names!r}, only={self.only})"
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(core_schema), ("enum" if self.only else "examples"): list(self.names)}
+
+
+AtLeastOne = Keywords(minimum=1)
+
+
+# ------------------------------------------------------------------ the dataclasses
 
 
 @dataclass
 class SchedulingStrategy:
-    """Where an engine runs, as AReaL's SchedulingStrategy."""
+    """Where an engine runs: on its own GPUs, or on the GPUs of an engine created before it."""
 
-    # "separation" (own GPUs, the default) or "colocation" (share `target`'s GPUs).
-    type: str = "separation"
-    target: str | None = None
-    # Colocated: new processes on the target's GPUs (true) or the target's own (false).
+    # As AReaL's SchedulingStrategy.
+    type: Annotated[str, Names(SCHEDULING_TYPES, only=True)] = "separation"
+    """separation: own GPUs (the default); colocation: share the GPUs of `target`"""
+    target: Annotated[str | None, Names(ROLE_NAMES, only=False)] = None
+    """the engine whose GPUs a colocated engine shares; it must be created earlier: a role
+    (roles are created in the order of the examples) or another engine section (created
+    after the roles, in config order)"""
     fork: bool = True
+    """colocated: run in new processes on the target's GPUs (true) or in the target's own
+    processes (false); a chain passes only through engines that fork"""
 
 
 @dataclass
 class RolloutConfig:
     """The inference engine; an empty backend is an error."""
 
+    # The JSON Schema describes `backend` per role, from the role table.
     backend: str = ""
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
-    allocation: Any = ALLOCATION
+    allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition
+    """Computed: the ${areal.allocation:} resolver expands the engine's backend into
+    {spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."""
 
 
 @dataclass
 class TrainEngineConfig:
     """A training engine (actor, critic, ref, teacher)."""
 
+    # The JSON Schema describes `backend` per role, from the role table.
     backend: str = ""
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
-    allocation: Any = ALLOCATION
+    allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition
+    """Computed: the ${areal.allocation:} resolver expands the engine's backend into
+    {spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."""
 
 
 @dataclass
 class ClusterConfig:
-    n_nodes: int = 1
-    # 0 is a CPU run: engines get processes, no GPUs.
-    n_gpus_per_node: int = 8
-    # Memory of one GPU in GB (10^9 bytes), for the memory check.
-    gpu_memory_gb: float = 80.0
+    """The GPUs available to the run."""
+
+    n_nodes: Annotated[int, AtLeastOne] = 1
+    n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
+    """0 for a CPU run: engines run as processes without GPUs"""
+    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] = 80.0
+    """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
+    against it when the model shape is known"""
 
 
 @dataclass
 class ModelConfig:
     """Model shape for the layout checks and the memory check; null skips a check."""
 
-    num_layers: int | None = None
-    num_attention_heads: int | None = None
-    num_kv_heads: int | None = None
-    num_experts: int | None = None
-    max_seq_len: int | None = None
+    num_layers: Annotated[int, AtLeastOne] | None = None
+    """divisible by pp"""
+    num_attention_heads: Annotated[int, AtLeastOne] | None = None
+    """divisible by tp"""
+    num_kv_heads: Annotated[int, AtLeastOne] | None = None
+    """a multiple or a divisor of tp"""
+    num_experts: Annotated[int, AtLeastOne] | None = None
+    """divisible by ep; null: a dense model (no expert layouts)"""
+    max_seq_len: Annotated[int, AtLeastOne] | None = None
+    """divisible by 2×cp when cp > 1"""
     # -- memory check (issue 14): null takes the value from hf_config (or actor.path's
     # config.json when it is a local directory); no shape at all: no memory check.
-    hidden_size: int | None = None
-    ffn_hidden_size: int | None = None
-    vocab_size: int | None = None
-    head_dim: int | None = None
-    moe_ffn_hidden_size: int | None = None
-    moe_shared_expert_ffn_hidden_size: int | None = None
-    moe_router_topk: int | None = None
+    hidden_size: Annotated[int, AtLeastOne] | None = None
+    """for the memory check"""
+    ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
+    """dense MLP size (intermediate_size), for the memory check"""
+    vocab_size: Annotated[int, AtLeastOne] | None = None
+    """for the memory check"""
+    head_dim: Annotated[int, AtLeastOne] | None = None
+    """null: hidden_size / num_attention_heads"""
+    moe_ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
+    """one expert's MLP size (moe_intermediate_size)"""
+    moe_shared_expert_ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
+    """the shared experts' MLP size, if any"""
+    moe_router_topk: Annotated[int, AtLeastOne] | None = None
+    """experts per token (num_experts_per_tok)"""
     tie_word_embeddings: bool | None = None
+    """the output layer shares the embedding matrix"""
     hf_config: str | None = None
+    """path of a Hugging Face config.json (or its directory); the keys above that are null
+    are read from it"""
 
 
 @dataclass
 class AReaLConfig:
+    """An AReaL config as areal-conf reads it: one backend string per engine. Keys
+    areal-conf does not own pass through."""
+
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    # Deprecated: any non-empty value is rejected with its translation.
-    allocation_mode: str = ""
+    # Rejected with its translation when set (validate); `pattern` tells an editor so.
+    allocation_mode: Annotated[str, Keywords(pattern="^$", deprecated=True)] = ""
+    """Deprecated and rejected when set: give each engine its backend instead (python -m
+    areal_conf migrate '<allocation_mode>' prints the overrides)."""
 
 
 #: Sections of the schema that accept keys areal-conf does not own.

@@ -36,6 +36,7 @@ from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
 from areal_conf.plan import EnginePlan
 from areal_conf.roles import (
+    ALLOCATION_NODE,
     INHERIT_FROM,
     KL_ROLE,
     LEGACY_KEY,
@@ -208,10 +209,6 @@ def engine_backend(cfg: Any, name: str) -> tuple[str | None, str]:
             return None, key
         return "", key
     return written, key
-
-
-#: What an engine's ``allocation`` node is: derived from its backend when resolved.
-ALLOCATION_NODE = "${areal.allocation:}"
 
 
 def _check_allocation_node(name: str, section: Any) -> None:

@@ -37,6 +37,9 @@ KL_ROLE: Final = "ref"
 SCHEDULING_TYPES: Final = ("separation", "colocation")
 #: Top-level keys besides engine sections that make a config an AReaL config.
 LEGACY_KEY: Final = "allocation_mode"
+#: What an engine section's ``allocation`` node is: derived from its backend by the
+#: ``areal.allocation`` resolver when read.
+ALLOCATION_NODE: Final = "${areal.allocation:}"
 
 
 def example_backend(name: str, kind: str = "training") -> str:

@@ -1,10 +1,14 @@
 """A JSON Schema of the config for YAML editors (``python -m areal_conf schema``).
 
-The pydantic models below mirror the structured config dataclasses of
-:mod:`areal_conf.config` field by field (a test keeps them in step); they exist only to
-print the schema, validation of a real config is :func:`areal_conf.validate.validate`.
+It is read from the structured config dataclasses of :mod:`areal_conf.config` by
+pydantic's ``TypeAdapter``: their fields, types and defaults, their docstrings as
+descriptions, the notes of their ``Annotated`` types as bounds and fixed names. Nothing
+here restates a field. This module is imported only to print the schema; validation of a
+real config is :func:`areal_conf.validate.validate`.
 
-Every ``backend`` field carries a ``pattern`` built from the one backend table
+The engine sections are described from the role table (:data:`areal_conf.engines.ROLE`):
+one section per role, with the keys of the dataclass of the role's kind. Every ``backend``
+field carries a ``pattern`` built from the one backend table
 (:data:`areal_conf.backends.BACKENDS`) that accepts the backend-string grammar *as syntax*:
 the backend names of the engine's kind, the dimension letters each backend takes
 (another letter only with size 1), the flat form and, for megatron and archon, the
@@ -19,19 +23,30 @@ The schema overlays real AReaL configs as ``areal_schema`` does: the root, the e
 sections and ``cluster`` accept keys areal-conf does not own (``experiment_name``,
 ``actor.optimizer``, ``cluster.fileroot``, any other engine section such as
 ``judge_engine``), the keys it owns keep their types, and every engine section is
-optional (absent or null: no engine). ``model`` is areal-conf's own and stays closed.
+optional (absent or null: no engine). A section that ``areal_schema`` keeps closed
+(``model``) is closed here too.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
+import dataclasses
+import inspect
+import itertools
 import json
-from typing import Annotated, Any, Final, Literal
+import textwrap
+import typing
+from functools import cache
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
-from areal_conf import config as _dataclasses
+from areal_conf import config
 from areal_conf.backends import BACKENDS, MAX_SIZE
-from areal_conf.roles import ROLE, SCHEDULING_TYPES
+from areal_conf.roles import ROLE, Role
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -86,204 +101,169 @@ def backend_pattern(kind: str, *, allow_empty: bool = False, interpolation: bool
     return "^(?:" + "|".join(alternatives) + ")$"
 
 
-# ---------------------------------------------------------------------------- models
+# ------------------------------------------------------------ from the dataclasses
 
-_Interpolated = Annotated[
-    str,
-    Field(pattern=f"^{INTERPOLATION}$", description="an OmegaConf interpolation, e.g. ${oc.env:N}"),
-]
-_Count = Annotated[int, Field(ge=1)]
-_OptionalCount = _Count | None | _Interpolated
+# A value OmegaConf types (a number, a boolean) or one of fixed names may also be written
+# as an interpolation, resolved later: the schema accepts it beside the typed value.
+INTERPOLATED: Final[dict[str, Any]] = {
+    "description": "an OmegaConf interpolation, e.g. ${oc.env:N}",
+    "pattern": f"^{INTERPOLATION}$",
+    "type": "string",
+}
+_TYPED = ("integer", "number", "boolean")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(inspect.cleandoc(text).split())
+
+
+@cache
+def field_docstrings(cls: type) -> dict[str, str]:
+    """The docstrings written under the fields of ``cls`` (a string after ``name: type``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for statement, following in itertools.pairwise(body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = _one_line(following.value.value)
+    return docs
+
+
+def _class_docstring(cls: type) -> str | None:
+    # A dataclass without a docstring gets its signature as __doc__: that is no description.
+    doc = cls.__doc__
+    if doc is None or doc.startswith(f"{cls.__name__}("):
+        return None
+    return _one_line(doc)
+
+
+@cache
+def _closed_sections() -> frozenset[type]:
+    """The dataclasses that ``areal_schema`` keeps closed: sections not in OPEN_SECTIONS."""
+    hints = typing.get_type_hints(config.AReaLConfig)
+    return frozenset(
+        hints[f.name]
+        for f in dataclasses.fields(config.AReaLConfig)
+        if dataclasses.is_dataclass(hints[f.name]) and f.name not in config.OPEN_SECTIONS
+    )
+
+
+class ConfigJsonSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema of the config dataclasses, with the rules of a config file:
+    descriptions from docstrings, interpolations beside typed values, open sections."""
+
+    def generate_inner(self, schema: Any) -> JsonSchemaValue:  # a core schema or a field's
+        json_schema = super().generate_inner(schema)
+        if json_schema.get("type") in _TYPED or "enum" in json_schema:
+            return {"anyOf": [json_schema, INTERPOLATED]}
+        return json_schema
+
+    def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
+        json_schema = super().dataclass_schema(schema)
+        cls: type = schema["cls"]
+        description = _class_docstring(cls)
+        if description is not None:
+            json_schema["description"] = description
+        json_schema["additionalProperties"] = cls not in _closed_sections()
+        for name, doc in field_docstrings(cls).items():
+            json_schema["properties"][name]["description"] = doc
+        return json_schema
+
+
+# -------------------------------------------------------------- from the role table
 
 _GRAMMAR = (
     "backend:dims, e.g. {example}; dims are letters d (data) t (tensor) p (pipeline) "
     "c (context) e (expert) with sizes"
 )
-_ALLOCATION_DOC = (
-    "Computed: the ${areal.allocation:} resolver expands the engine's backend into "
-    "{spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."
-)
-
-
-def _backend_field(kind: str, default: str, description: str, *, allow_empty: bool) -> Any:
-    return Field(
-        default=default,
-        description=description,
-        pattern=backend_pattern(kind, allow_empty=allow_empty),
-        examples=["sglang:d2t4"] if kind == "inference" else ["fsdp:d4t2", "megatron:d2p2t4e4"],
-    )
-
-
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Open(BaseModel):
-    """A section that also holds keys areal-conf does not read (AReaL's own)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class SchedulingStrategy(_Open):
-    """Where an engine runs: on its own GPUs, or on the GPUs of an engine created before it."""
-
-    type: Literal[SCHEDULING_TYPES] | _Interpolated = Field(  # type: ignore[valid-type]
-        default=_dataclasses.SchedulingStrategy.type,
-        description="separation: own GPUs (the default); colocation: share the GPUs of `target`",
-    )
-    target: str | None = Field(
-        default=_dataclasses.SchedulingStrategy.target,
-        description="the engine whose GPUs a colocated engine shares; it must be created "
-        f"earlier ({', '.join(ROLE)}, then other engines in config order)",
-    )
-    fork: bool | _Interpolated = Field(
-        default=_dataclasses.SchedulingStrategy.fork,
-        description="colocated: run in new processes on the target's GPUs (true) or in the "
-        "target's own processes (false); a chain passes only through engines that fork",
-    )
-
-
 _EMPTY_MEANS = {
     "error": "Required",
     "inherit": '"" to use actor.backend',
     "disable": '"" for no engine',
 }
+_EXAMPLES = {"inference": ["sglang:d2t4"], "training": ["fsdp:d4t2", "megatron:d2p2t4e4"]}
+#: The dataclass of an engine section, by the kind of its role.
+SECTION_OF_KIND: Final[dict[str, type]] = {
+    "inference": config.RolloutConfig,
+    "training": config.TrainEngineConfig,
+}
 
 
-def _engine_model(name: str) -> type[BaseModel]:
-    """The section model of one role, from the role table."""
-    from pydantic import create_model
+def section_title(role: Role) -> str:
+    return f"{role.name.capitalize()}Config"
 
-    role = ROLE[name]
+
+def _role_section(role: Role, section: JsonSchemaValue) -> JsonSchemaValue:
+    """The section of ``role``: the section of its kind, with the role's backend rules."""
     names = ", ".join(n for n, r in BACKENDS.items() if r.kind == role.kind)
-    source = (
-        _dataclasses.RolloutConfig if role.kind == "inference" else _dataclasses.TrainEngineConfig
+    out = copy.deepcopy(section)
+    out["title"] = section_title(role)
+    out["description"] = (
+        f"The {role.name} engine ({role.kind}); absent or null: no {role.name} engine."
     )
-    empty = _EMPTY_MEANS[role.empty_backend]
-    description = f"{empty}. {names}: " + _GRAMMAR.format(example=role.example)
-    return create_model(
-        f"{name.capitalize()}Config",
-        __base__=_Open,
-        __doc__=f"The {name} engine ({role.kind}); absent or null: no {name} engine.",
-        backend=(
-            str,
-            _backend_field(
-                role.kind,
-                source.backend,
-                description,
-                allow_empty=role.empty_backend != "error",
-            ),
-        ),
-        scheduling_strategy=(
-            SchedulingStrategy,
-            Field(default_factory=SchedulingStrategy),
-        ),
-        allocation=(Any, Field(default=None, description=_ALLOCATION_DOC)),
-    )
-
-
-ENGINE_MODELS: Final[dict[str, type[BaseModel]]] = {name: _engine_model(name) for name in ROLE}
-
-
-class ClusterConfig(_Open):
-    """The GPUs available to the run."""
-
-    n_nodes: _Count | _Interpolated = Field(default=_dataclasses.ClusterConfig.n_nodes)
-    n_gpus_per_node: Annotated[int, Field(ge=0)] | _Interpolated = Field(
-        default=_dataclasses.ClusterConfig.n_gpus_per_node,
-        description="0 for a CPU run: engines run as processes without GPUs",
-    )
-    gpu_memory_gb: Annotated[float, Field(gt=0)] | _Interpolated = Field(
-        default=_dataclasses.ClusterConfig.gpu_memory_gb,
-        description="memory of one GPU in GB (10^9 bytes); every engine's per-GPU need "
-        "is checked against it when the model shape is known",
-    )
-
-
-class ModelConfig(_Closed):
-    """Model shape for the layout checks and the memory check; null skips a check."""
-
-    num_layers: _OptionalCount = Field(default=None, description="divisible by pp")
-    num_attention_heads: _OptionalCount = Field(default=None, description="divisible by tp")
-    num_kv_heads: _OptionalCount = Field(default=None, description="a multiple or a divisor of tp")
-    num_experts: _OptionalCount = Field(
-        default=None, description="divisible by ep; null: a dense model (no expert layouts)"
-    )
-    max_seq_len: _OptionalCount = Field(default=None, description="divisible by 2×cp when cp > 1")
-    hidden_size: _OptionalCount = Field(default=None, description="for the memory check")
-    ffn_hidden_size: _OptionalCount = Field(
-        default=None, description="dense MLP size (intermediate_size), for the memory check"
-    )
-    vocab_size: _OptionalCount = Field(default=None, description="for the memory check")
-    head_dim: _OptionalCount = Field(
-        default=None, description="null: hidden_size / num_attention_heads"
-    )
-    moe_ffn_hidden_size: _OptionalCount = Field(
-        default=None, description="one expert's MLP size (moe_intermediate_size)"
-    )
-    moe_shared_expert_ffn_hidden_size: _OptionalCount = Field(
-        default=None, description="the shared experts' MLP size, if any"
-    )
-    moe_router_topk: _OptionalCount = Field(
-        default=None, description="experts per token (num_experts_per_tok)"
-    )
-    tie_word_embeddings: bool | _Interpolated | None = Field(
-        default=None, description="the output layer shares the embedding matrix"
-    )
-    hf_config: str | None = Field(
-        default=None,
-        description="path of a Hugging Face config.json (or its directory); the keys "
-        "above that are null are read from it",
-    )
-
-
-def _root_model() -> type[BaseModel]:
-    from pydantic import create_model
-
-    engines: dict[str, Any] = {
-        name: (model | None, Field(default=None)) for name, model in ENGINE_MODELS.items()
+    backend = out["properties"]["backend"] | {
+        "description": f"{_EMPTY_MEANS[role.empty_backend]}. {names}: "
+        + _GRAMMAR.format(example=role.example),
+        "pattern": backend_pattern(role.kind, allow_empty=role.empty_backend != "error"),
+        "examples": _EXAMPLES[role.kind],
     }
-    return create_model(
-        "AReaLConfig",
-        __config__=ConfigDict(extra="allow", title="AReaL config (areal-conf)"),
-        __doc__="An AReaL config as areal-conf reads it: one backend string per engine. "
-        "Keys areal-conf does not own pass through.",
-        **engines,
-        cluster=(ClusterConfig, Field(default_factory=ClusterConfig)),
-        model=(ModelConfig, Field(default_factory=ModelConfig)),
-        allocation_mode=(
-            str,
-            Field(
-                default=_dataclasses.AReaLConfig.allocation_mode,
-                pattern="^$",
-                deprecated=True,
-                description="Deprecated and rejected when set: give each engine its backend "
-                "instead (python -m areal_conf migrate '<allocation_mode>' prints the "
-                "overrides).",
-            ),
-        ),
-        defaults=(
-            list[Any] | None,
-            Field(default=None, description="Hydra's defaults list (not part of the config)"),
-        ),
-        hydra=(
-            dict[str, Any] | None,
-            Field(default=None, description="Hydra's own settings (not part of the config)"),
-        ),
-    )
+    out["properties"]["backend"] = dict(sorted(backend.items()))  # keys sorted, as pydantic's
+    return out
 
 
-AReaLConfig: Final = _root_model()
+# ------------------------------------------------------------------ the document
 
-
-# Keys of the root that are Hydra's, not the config's.
-HYDRA_KEYS: Final = ("defaults", "hydra")
+#: Keys of the root that are Hydra's, not the config's.
+HYDRA_PROPERTIES: Final[dict[str, JsonSchemaValue]] = {
+    "defaults": {
+        "anyOf": [{"items": {}, "type": "array"}, {"type": "null"}],
+        "default": None,
+        "description": "Hydra's defaults list (not part of the config)",
+        "title": "Defaults",
+    },
+    "hydra": {
+        "anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}],
+        "default": None,
+        "description": "Hydra's own settings (not part of the config)",
+        "title": "Hydra",
+    },
+}
+HYDRA_KEYS: Final = tuple(HYDRA_PROPERTIES)
+TITLE: Final = "AReaL config (areal-conf)"
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a config file."""
-    schema = AReaLConfig.model_json_schema()
-    return {"$schema": SCHEMA_DIALECT, **schema}
+    adapters = [("root", config.AReaLConfig), *SECTION_OF_KIND.items()]
+    found, shared = TypeAdapter.json_schemas(
+        [(key, "validation", TypeAdapter(cls)) for key, cls in adapters],
+        schema_generator=ConfigJsonSchema,
+    )
+    defs: dict[str, JsonSchemaValue] = shared["$defs"]
+
+    def take(key: str) -> JsonSchemaValue:
+        ref: str = found[(key, "validation")]["$ref"]
+        return defs.pop(ref.rsplit("/", 1)[-1])
+
+    root = take("root")
+    sections = {kind: take(kind) for kind in SECTION_OF_KIND}
+    engines: dict[str, JsonSchemaValue] = {}
+    for name, role in ROLE.items():
+        title = section_title(role)
+        defs[title] = _role_section(role, sections[role.kind])
+        engines[name] = {
+            "anyOf": [{"$ref": f"#/$defs/{title}"}, {"type": "null"}],
+            "default": None,
+        }
+    root["title"] = TITLE
+    root["properties"] = {**engines, **root["properties"], **HYDRA_PROPERTIES}
+    return {"$schema": SCHEMA_DIALECT, "$defs": dict(sorted(defs.items())), **root}
 
 
 def schema_json(indent: int = 2) -> str:

@@ -6,6 +6,9 @@ import copy
 import dataclasses
 import json
 import re
+import subprocess
+import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,19 +18,21 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from omegaconf import OmegaConf
 
 from areal_conf import config as dataclass_configs
 from areal_conf.cli import main
-from areal_conf.engines import ROLE
+from areal_conf.engines import ROLE, ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
 from areal_conf.parser import parse_backend
 from areal_conf.schema import (
-    ENGINE_MODELS,
     HYDRA_KEYS,
-    AReaLConfig,
+    SECTION_OF_KIND,
     backend_pattern,
+    field_docstrings,
     json_schema,
+    section_title,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,49 +317,128 @@ def test_blanks_between_tokens_keep_the_match(spec: str, data: st.DataObject) ->
     assert pattern.search(text), repr(text)
 
 
-# ------------------------------------------------------- mirror of the dataclasses
+# ------------------------------------------------------- read from the dataclasses
 
 
-def _fields(cls: Any) -> dict[str, Any]:
-    return {f.name: f for f in dataclasses.fields(cls)}
+def _dataclasses_under(cls: type) -> list[type]:
+    """``cls`` and the dataclasses of its fields, recursively, each once."""
+    found = [cls]
+    for hint in typing.get_type_hints(cls).values():
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            found += [c for c in _dataclasses_under(hint) if c not in found]
+    return found
 
 
-@pytest.mark.parametrize(
-    "name, dataclass",
-    [
-        ("rollout", dataclass_configs.RolloutConfig),
-        ("actor", dataclass_configs.TrainEngineConfig),
-        ("critic", dataclass_configs.TrainEngineConfig),
-        ("ref", dataclass_configs.TrainEngineConfig),
-        ("teacher", dataclass_configs.TrainEngineConfig),
-        ("cluster", dataclass_configs.ClusterConfig),
-        ("model", dataclass_configs.ModelConfig),
-    ],
+def _schemas_of(cls: type) -> list[dict[str, Any]]:
+    """Where the schema describes the dataclass ``cls``: its definitions (one per role for
+    an engine section, the root document for AReaLConfig)."""
+    if cls is dataclass_configs.AReaLConfig:
+        return [SCHEMA]
+    roles = [role for role in ROLE.values() if SECTION_OF_KIND[role.kind] is cls]
+    if roles:
+        return [SCHEMA["$defs"][section_title(role)] for role in roles]
+    return [SCHEMA["$defs"][cls.__name__]]
+
+
+DESCRIBED = list(
+    dict.fromkeys(
+        cls
+        for top in (dataclass_configs.AReaLConfig, *SECTION_OF_KIND.values())
+        for cls in _dataclasses_under(top)
+    )
 )
-def test_models_mirror_the_dataclasses(name: str, dataclass: Any) -> None:
-    model = ENGINE_MODELS.get(name) or AReaLConfig.model_fields[name].annotation
-    assert model is not None
-    assert list(model.model_fields) == list(_fields(dataclass))
-    instance = dataclass()
-    defaults = model()
-    for field in _fields(dataclass):
-        if field == "allocation":
-            continue  # an interpolation in the dataclass, computed; free in the schema
-        value = getattr(instance, field)
-        if dataclasses.is_dataclass(value):
-            value = dataclasses.asdict(value)  # type: ignore[arg-type]
-        mirrored = getattr(defaults, field)
-        if hasattr(mirrored, "model_dump"):
-            mirrored = mirrored.model_dump()
-        assert mirrored == value, (name, field)
 
 
-def test_root_mirrors_the_dataclass() -> None:
-    # Engine sections are not in the Hydra schema (absent unless given); the JSON Schema
-    # describes each role's section, optional.
-    fields = [f for f in AReaLConfig.model_fields if f not in HYDRA_KEYS and f not in ROLE]
-    assert fields == list(_fields(dataclass_configs.AReaLConfig))
-    assert [f for f in AReaLConfig.model_fields if f in ROLE] == list(ROLE)
-    nested = ENGINE_MODELS["rollout"].model_fields["scheduling_strategy"].annotation
-    assert nested is not None
-    assert list(nested.model_fields) == list(_fields(dataclass_configs.SchedulingStrategy))
+def test_the_walk_over_the_dataclasses_finds_all_of_them() -> None:
+    # Every dataclass of config.py is reached from the root or an engine section.
+    in_module = [
+        value
+        for value in vars(dataclass_configs).values()
+        if isinstance(value, type)
+        and dataclasses.is_dataclass(value)
+        and value.__module__ == dataclass_configs.__name__
+    ]
+    assert sorted(c.__name__ for c in DESCRIBED) == sorted(c.__name__ for c in in_module)
+    assert in_module
+
+
+@pytest.mark.parametrize("cls", DESCRIBED, ids=lambda c: c.__name__)
+def test_every_dataclass_field_is_in_the_schema(cls: type) -> None:
+    fields = [f.name for f in dataclasses.fields(cls)]
+    for schema in _schemas_of(cls):
+        properties = list(schema["properties"])
+        # The root adds the engine sections before and Hydra's keys after its own fields.
+        if cls is dataclass_configs.AReaLConfig:
+            assert properties[: len(ROLE)] == list(ROLE)
+            assert properties[len(ROLE) + len(fields) :] == list(HYDRA_KEYS)
+            properties = properties[len(ROLE) : len(ROLE) + len(fields)]
+        assert properties == fields
+
+
+@pytest.mark.parametrize("cls", DESCRIBED, ids=lambda c: c.__name__)
+def test_defaults_and_descriptions_are_the_dataclass_ones(cls: type) -> None:
+    docs = field_docstrings(cls)
+    for schema in _schemas_of(cls):
+        for f in dataclasses.fields(cls):
+            described = schema["properties"][f.name]
+            if f.default is not dataclasses.MISSING:
+                assert described["default"] == f.default, f.name
+            if f.name in docs:
+                assert described["description"] == docs[f.name], f.name
+
+
+def test_field_docstrings_are_read() -> None:
+    docs = field_docstrings(dataclass_configs.ClusterConfig)
+    assert docs["n_gpus_per_node"] == "0 for a CPU run: engines run as processes without GPUs"
+    # A docstring over several lines is one line in the schema.
+    assert docs["gpu_memory_gb"].startswith("memory of one GPU in GB (10^9 bytes); every")
+    assert "\n" not in docs["gpu_memory_gb"] and "  " not in docs["gpu_memory_gb"]
+    assert "n_nodes" not in docs
+
+
+def test_descriptions_are_for_users() -> None:
+    # Users have no internal spec: the schema never points at one.
+    text = json.dumps(SCHEMA, ensure_ascii=False)
+    assert "SPEC" not in text and "§" not in text
+
+
+def test_fixed_names_come_from_their_tables() -> None:
+    strategy = SCHEMA["$defs"]["SchedulingStrategy"]["properties"]
+    assert strategy["type"]["anyOf"][0]["enum"] == list(SCHEDULING_TYPES)
+    assert strategy["target"]["examples"] == list(ROLE_NAMES)
+
+
+def test_closed_sections_are_the_ones_areal_schema_keeps_closed() -> None:
+    node = dataclass_configs.schema_node()
+    hints = typing.get_type_hints(dataclass_configs.AReaLConfig)
+    for name in dataclasses.fields(dataclass_configs.AReaLConfig):
+        if dataclasses.is_dataclass(hints[name.name]):
+            # A typed node takes unknown keys only when its own struct flag is false.
+            struct = node._get_node(name.name)._get_node_flag("struct")  # type: ignore[union-attr]
+            schema = SCHEMA["$defs"][hints[name.name].__name__]
+            assert schema["additionalProperties"] is (struct is False), name.name
+    assert SCHEMA["additionalProperties"] is True
+
+
+@pytest.mark.parametrize("cls", DESCRIBED, ids=lambda c: c.__name__)
+def test_omegaconf_types_each_field_without_its_schema_notes(cls: type) -> None:
+    # The notes ride on Annotated; OmegaConf must type the field as the plain hint.
+    node = OmegaConf.structured(cls)
+    for name, hint in typing.get_type_hints(cls).items():
+        # get_type_hints drops Annotated metadata, as OmegaConf reads hints.
+        args = typing.get_args(hint)
+        plain = next(a for a in args if a is not type(None)) if type(None) in args else hint
+        optional = plain is not hint or hint is Any  # OmegaConf takes None for Any too
+        child = node._get_node(name)
+        assert child is not None
+        assert child._metadata.ref_type is plain, name
+        assert child._metadata.optional is optional, name
+
+
+def test_loading_the_config_imports_no_pydantic() -> None:
+    code = (
+        "import sys, areal_conf.config as c; c.schema_node(); "
+        "assert 'pydantic' not in sys.modules, 'pydantic'; "
+        "assert 'areal_conf.engines' not in sys.modules, 'engines'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
