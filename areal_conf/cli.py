@@ -7,33 +7,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
-
-
-def describe(alloc: ModelAllocation) -> str:
-    """A few lines a person reads to check what a backend string means."""
-    p = alloc.parallel
-    lines = [
-        f"{alloc}  ({alloc.backend}, {'inference' if alloc.is_inference else 'training'})",
-        f"  GPUs: {alloc.world_size}",
-    ]
-    if alloc.is_inference:
-        lines.append(
-            f"  {alloc.num_instances} server instance(s) × {alloc.instance_size} GPU(s) "
-            f"(tp {p.tp_size} × pp {p.pp_size})"
-        )
-    else:
-        lines.append(f"  attention: dp {p.dp_size}  pp {p.pp_size}  tp {p.tp_size}  cp {p.cp_size}")
-        lines.append(
-            f"  experts:   edp {p.edp_size}  pp {p.pp_size}  etp {p.etp_size}  ep {p.ep_size}"
-        )
-    return "\n".join(lines)
+from areal_conf.explain import explain_config, explain_specs
 
 
 def _explain(args: argparse.Namespace) -> None:
-    from areal_conf.explain import explain_config, explain_specs
-
     if args.config is not None:
         if args.nodes is not None or args.gpus_per_node is not None:
             raise AllocationError(
