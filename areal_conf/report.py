@@ -4,7 +4,7 @@ estimates and rank groups, and returns strings (no printing, no argument parsing
 - :func:`describe_allocation`: what one backend string means, in a few lines.
 - :func:`plan_table`: one row per engine of a plan, the GPU count and the warnings.
 - :func:`render_gpu_map`: which engine holds each GPU, one line per node, and a legend.
-- :func:`memory_breakdown`: memory per GPU, engine by engine and term by term.
+- :func:`memory_breakdown` and :func:`memory_text`: memory per GPU, term by term or short.
 - :func:`format_rank_groups`, :func:`rank_placement` and :func:`plan_rank_groups`: the
   Megatron rank groups of training engines and the GPUs their ranks run on.
 - :func:`plan_report` and :func:`allocation_report`: what ``python -m areal_conf explain``
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from areal_conf.allocation import ModelAllocation
+    from areal_conf.memory import MemoryEstimate
     from areal_conf.plan import EnginePlan, Plan, Slot
 
 IDLE: Final = "."
@@ -342,6 +343,16 @@ def memory_breakdown(plan: Plan) -> str:
             "resident (an offloaded training engine leaves while the others run)"
         )
     return "\n".join(lines)
+
+
+def memory_text(est: MemoryEstimate) -> str:
+    """``41.2 GB/GPU`` (training) or ``17.6 GB/GPU weights, 54.4 GB KV cache`` (inference)."""
+    if est.kind == "inference":
+        return (
+            f"{est.weights / GB:.1f} GB/GPU weights, {est.kv_cache / GB:.1f} GB KV cache "
+            f"({est.kv_cache_tokens or 0:,} tokens)"
+        )
+    return f"{est.total / GB:.1f} GB/GPU"
 
 
 # -- rank groups -------------------------------------------------------------------------
