@@ -21,9 +21,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from areal_conf import run_validated, validate
-from areal_conf.gpu_map import render_gpu_map
 from areal_conf.hydra_app import unvalidated_sweep_warning
 from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.report import plan_table, render_gpu_map
 
 PLAN_FILE = "allocation_plan.json"
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def main(cfg: DictConfig) -> None:
     if warning:
         log.warning(warning)
     plan = validate(cfg)  # an AllocationError becomes run_validated's one message
-    print(plan.table())
+    print(plan_table(plan))
     print()
     print(render_gpu_map(plan))
     out = Path(HydraConfig.get().runtime.output_dir) / PLAN_FILE

@@ -6,34 +6,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from areal_conf.allocation import ModelAllocation
+from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
+from areal_conf.explain import explain_config, explain_specs
+from areal_conf.layouts import layouts
+from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
+from areal_conf.model_checks import MODEL_KEYS
+from areal_conf.model_shape import SHAPE_KEYS, merge_model
+from areal_conf.overrides import shell_sweep_override
+from areal_conf.report import memory_text
+from areal_conf.roles import ROLE_NAMES
+from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
 
-
-def describe(alloc: ModelAllocation) -> str:
-    """A few lines a person reads to check what a backend string means."""
-    p = alloc.parallel
-    lines = [
-        f"{alloc}  ({alloc.backend}, {'inference' if alloc.is_inference else 'training'})",
-        f"  GPUs: {alloc.world_size}",
-    ]
-    if alloc.is_inference:
-        lines.append(
-            f"  {alloc.num_instances} server instance(s) × {alloc.instance_size} GPU(s) "
-            f"(tp {p.tp_size} × pp {p.pp_size})"
-        )
-    else:
-        lines.append(f"  attention: dp {p.dp_size}  pp {p.pp_size}  tp {p.tp_size}  cp {p.cp_size}")
-        lines.append(
-            f"  experts:   edp {p.edp_size}  pp {p.pp_size}  etp {p.etp_size}  ep {p.ep_size}"
-        )
-    return "\n".join(lines)
+_LAYOUTS_MAX_TP = 8  # the typical GPUs per node
 
 
 def _explain(args: argparse.Namespace) -> None:
-    from areal_conf.explain import explain_config, explain_specs
-
     if args.config is not None:
         if args.nodes is not None or args.gpus_per_node is not None:
             raise AllocationError(
@@ -108,14 +98,141 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("legacy", help="e.g. 'sglang:d4t2+fsdp:d8'")
     migrate.add_argument("--yaml", action="store_true", help="print a YAML block instead")
     migrate.set_defaults(run=_migrate)
-    from areal_conf.sweeps import add_layouts_command
-
-    add_layouts_command(commands)
+    _add_layouts_command(commands)
     schema = commands.add_parser(
         "schema", help="print a JSON Schema of the config for YAML editors"
     )
     schema.set_defaults(run=_schema)
     return parser
+
+
+def _add_layouts_command(commands: Any) -> None:
+    names = join_or(list(BACKENDS))
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "layouts",
+        help="list every valid layout of a backend on N GPUs",
+        description="Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
+        "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
+        "--hydra one multirun override that tries them all, to paste after "
+        "python train.py -m. "
+        "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts.",
+    )
+    parser.add_argument("backend", help=f"backend name: {names}")
+    parser.add_argument(
+        "--gpus", type=int, required=True, help="the engine's world size (dp×tp×pp×cp)"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="KEY=VALUE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="model shape for the layout rules and the memory check, e.g. --model "
+        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
+        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
+        + ")",
+    )
+    parser.add_argument(
+        "--fits",
+        action="store_true",
+        help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
+        "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
+    )
+    parser.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=DEFAULT_GPU_MEMORY_GB,
+        metavar="GB",
+        help=f"memory of one GPU in GB (10^9 bytes) for --fits; default {DEFAULT_GPU_MEMORY_GB:g}",
+    )
+    parser.add_argument(
+        "--max-tokens-per-mb",
+        type=int,
+        metavar="N",
+        help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
+        "sequence of the model's max_seq_len",
+    )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="for --fits: recompute activations in the backward pass (full recomputation)",
+    )
+    parser.add_argument(
+        "--max-tp",
+        type=_max_tp_arg,
+        default=_LAYOUTS_MAX_TP,
+        metavar="N",
+        help=f"largest tensor (and expert tensor) parallel size to list; default "
+        f"{_LAYOUTS_MAX_TP}, the typical GPUs per node (give your cluster.n_gpus_per_node), "
+        "'none' for no cap",
+    )
+    parser.add_argument(
+        "--hydra",
+        action="store_true",
+        help="print one multirun override instead, escaped for Hydra and the shell "
+        '(e.g. "actor.backend=fsdp:d8,fsdp:d4t2,..."), to paste after python train.py -m',
+    )
+    parser.add_argument(
+        "--engine",
+        help="the engine whose backend the --hydra override sets, a role ("
+        + ", ".join(ROLE_NAMES)
+        + ") or another engine section of your config "
+        "(default: rollout for sglang and vllm, actor otherwise)",
+    )
+    parser.set_defaults(run=_layouts)
+
+
+def _max_tp_arg(text: str) -> int | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'none', got {text!r}")
+    return value
+
+
+def _layouts(args: argparse.Namespace) -> None:
+    model = merge_model(parse_model_args(args.model))
+    engine = args.engine or default_engine(args.backend)
+    check_engine_kind(engine, args.backend)
+    found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
+    shown = found
+    if args.fits:
+        knobs: dict[str, Any] = {"gpu_memory_gb": args.gpu_memory_gb}
+        if args.max_tokens_per_mb is not None:
+            knobs["tokens_per_microbatch"] = args.max_tokens_per_mb
+        if args.gradient_checkpointing:
+            knobs["recompute"] = "full"
+        ranked = fitting_layouts(found, model, knobs, what="--model")
+        found = [spec for spec, _ in ranked]
+        width = max((len(spec) for spec in found), default=0)
+        shown = [f"{spec.ljust(width)}  {memory_text(est)}" for spec, est in ranked]
+        if not found:
+            hint = "more --gpus, a larger --gpu-memory-gb"
+            if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
+                hint += ", --gradient-checkpointing"
+            raise AllocationError(
+                f"no {args.backend} layout on {args.gpus} GPUs fits {args.gpu_memory_gb:g} GB "
+                "per GPU for this model",
+                None,
+                None,
+                hint=f"try {hint} or a smaller --max-tokens-per-mb",
+            )
+    if not found:
+        cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
+        raise AllocationError(
+            f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
+            None,
+            None,
+            hint="try another --gpus, a larger --max-tp, or check the --model values",
+        )
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", found))
+    else:
+        print("\n".join(shown))
 
 
 def _schema(args: argparse.Namespace) -> None:

@@ -24,14 +24,11 @@ text, so ``TP-…-PP`` would behave differently in its two checks).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import BACKENDS, TRAINING_BACKENDS, join_or
 from areal_conf.errors import AllocationError
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
 
 DEFAULT_ORDER: Final = "tp-cp-ep-dp-pp"
 ORDER_TOKENS: Final = ("tp", "cp", "ep", "dp", "pp")
@@ -133,37 +130,6 @@ def rank_groups(
     for key, token in EXPERT_GROUPS.items():
         groups[key] = _orthogonal_groups(expert_sizes, _mask(tokens, token))
     return groups
-
-
-def format_rank_groups(
-    groups: Mapping[str, Sequence[Sequence[int]]],
-    *,
-    max_groups: int = 3,
-    max_ranks: int = 8,
-) -> str:
-    """Render ``rank_groups`` output as text, one line per kind, concise for big worlds.
-
-    Each line names the kind, the number and size of its groups, and the first
-    ``max_groups`` groups; a group longer than ``max_ranks`` shows its first ranks, ``...``
-    and its last rank.
-    """
-    width = max((len(k) for k in groups), default=0)
-    lines = []
-    for key, kind in groups.items():
-        n = len(kind)
-        size = len(kind[0]) if n else 0
-        shown = "  ".join(_format_group(g, max_ranks) for g in kind[: max(0, max_groups)])
-        more = f"  ... ({n - max_groups} more)" if n > max_groups else ""
-        plural = "group" if n == 1 else "groups"
-        lines.append(f"{key:<{width}}  {n} {plural} of {size}: {shown}{more}")
-    return "\n".join(lines)
-
-
-def _format_group(group: Sequence[int], max_ranks: int) -> str:
-    if len(group) <= max(2, max_ranks):
-        return "[" + ", ".join(map(str, group)) + "]"
-    head = ", ".join(map(str, group[: max(1, max_ranks - 1)]))
-    return f"[{head}, ..., {group[-1]}]"
 
 
 def _orthogonal_groups(sizes: list[int], mask: list[bool]) -> list[list[int]]:

@@ -10,7 +10,7 @@ from typing import Any
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
-from areal_conf.memory import GB, MemoryEstimate
+from areal_conf.memory import MemoryEstimate
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -53,31 +53,6 @@ class EnginePlan:
     @property
     def nodes(self) -> tuple[int, ...]:
         return tuple(sorted({node for node, _ in self.slots}))
-
-    def dims_text(self) -> str:
-        if self.allocation is None:
-            return ""
-        p = self.allocation.parallel
-        parts = [
-            f"{name}{size}"
-            for name, size in zip(
-                ("dp", "pp", "tp", "cp"), (p.dp_size, p.pp_size, p.tp_size, p.cp_size), strict=True
-            )
-            if size > 1 or name == "dp"
-        ]
-        if p.ep_size > 1 or p.etp_size > 1:
-            parts += [f"ep{p.ep_size}", f"etp{p.etp_size}", f"edp{p.edp_size}"]
-        return " ".join(parts)
-
-    def scheduling_text(self) -> str:
-        if self.colocated_with is None:
-            return "separate"
-        text = f"colocated with {self.colocated_with}"
-        if self.owner != self.colocated_with:
-            text += f" (GPUs of {self.owner})"
-        if not self.fork:
-            text += ", no fork"
-        return text
 
     def to_dict(self) -> dict[str, Any]:
         if self.allocation is None:
@@ -165,71 +140,6 @@ class Plan:
             "warnings": list(self.warnings),
             "memory_note": self.memory_note or None,
         }
-
-    def summary(self) -> str:
-        """The last line of the table: GPUs used, or what a CPU run means."""
-        if self.cpu_run:
-            n = sum(e.replicas for e in self.engines.values() if e.enabled)
-            return (
-                f"CPU run (cluster.n_gpus_per_node: 0): {n} engine process"
-                f"{'es' if n != 1 else ''} on {self.n_nodes} node"
-                f"{'s' if self.n_nodes != 1 else ''}, no GPUs, nothing to place"
-            )
-        return (
-            f"GPUs: {self.used_gpus} used of {self.available_gpus} "
-            f"({self.n_nodes} node{'s' if self.n_nodes != 1 else ''} × {self.n_gpus_per_node}), "
-            f"{self.idle_gpus} idle"
-        )
-
-    def table(self) -> str:
-        header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
-        rows = [header]
-        for e in self.engines.values():
-            if e.allocation is None:
-                rows.append((e.name, "(not built)", "", "0", "", "", ""))
-                continue
-            backend = str(e.allocation)
-            if e.inherited_from:
-                backend += f" (= {e.inherited_from}.backend)"
-            gpus = "-" if self.cpu_run else str(e.gpus)
-            memory = "?" if e.memory is None else f"{e.memory.total / GB:.1f}"
-            rows.append(
-                (
-                    e.name,
-                    backend,
-                    e.dims_text(),
-                    gpus,
-                    e.scheduling_text(),
-                    _ranges(e.nodes),
-                    memory,
-                )
-            )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in rows
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        lines.append(self.summary())
-        lines += [f"{name}: not built ({reason})" for name, reason in self.not_built().items()]
-        if self.memory_note:
-            lines.append(self.memory_note)
-        lines += [f"warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
-
-
-def _ranges(values: tuple[int, ...]) -> str:
-    """0,1,2,5 -> '0-2,5'."""
-    if not values:
-        return ""
-    parts: list[str] = []
-    start = prev = values[0]
-    for v in (*values[1:], values[-1] + 2):  # a sentinel closes the last run
-        if v != prev + 1:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-            start = v
-        prev = v
-    return ",".join(parts)
 
 
 # -- placement -------------------------------------------------------------------------

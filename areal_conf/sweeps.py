@@ -5,11 +5,13 @@ answers "every valid layout of this engine": the backend, the GPU count and the 
 default to what the config says (the engine's current backend and world size, following
 the empty-backend fallback, and ``cluster.n_gpus_per_node``), and the ``model`` section filters
 them. The ``areal_layouts`` Hydra sweeper and ``python -m areal_conf layouts`` both call
-into this module; it imports no Hydra.
+into this module; it imports no Hydra and parses no command line (the ``layouts``
+subcommand's arguments are read in :mod:`areal_conf.cli`, which calls
+:func:`parse_model_args` and :func:`fitting_layouts` here).
 
-:func:`sweep_override` writes a list of values as one Hydra multirun override,
-escaped for Hydra's override grammar; :func:`shell_sweep_override` adds the shell quoting
-(the rules are :func:`areal_conf.overrides.format_overrides`'s).
+:func:`areal_conf.overrides.sweep_override` writes a list of values as one Hydra multirun
+override, escaped for Hydra's override grammar; :func:`areal_conf.overrides.shell_sweep_override`
+adds the shell quoting (the rules are :func:`areal_conf.overrides.format_overrides`'s).
 """
 
 from __future__ import annotations
@@ -23,10 +25,9 @@ from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS,
 from areal_conf.engines import engine_backend, engine_names
 from areal_conf.errors import AllocationError
 from areal_conf.layouts import layouts
-from areal_conf.memory import DEFAULT_GPU_MEMORY_GB, GB, MemoryEstimate
+from areal_conf.memory import MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
-from areal_conf.model_shape import SHAPE_KEYS, merge_model
-from areal_conf.overrides import shell_sweep_override
+from areal_conf.model_shape import merge_model
 from areal_conf.roles import ROLE, ROLE_NAMES
 
 
@@ -262,130 +263,7 @@ class _WithKey(Mapping[str, Any]):
         return len(list(iter(self)))
 
 
-# ------------------------------------------------------------------- command line
-
-_CLI_MAX_TP = 8  # the typical GPUs per node
-
-
-def add_layouts_command(commands: Any) -> None:
-    """Add ``layouts`` to the subcommands of ``python -m areal_conf``."""
-    import argparse
-
-    names = join_or(list(BACKENDS))
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "layouts",
-        help="list every valid layout of a backend on N GPUs",
-        description="Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
-        "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
-        "--hydra one multirun override that tries them all, to paste after "
-        "python train.py -m. "
-        "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts.",
-    )
-    parser.add_argument("backend", help=f"backend name: {names}")
-    parser.add_argument(
-        "--gpus", type=int, required=True, help="the engine's world size (dp×tp×pp×cp)"
-    )
-    parser.add_argument(
-        "--model",
-        metavar="KEY=VALUE",
-        nargs="+",
-        action="extend",
-        default=[],
-        help="model shape for the layout rules and the memory check, e.g. --model "
-        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
-        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
-        + ")",
-    )
-    parser.add_argument(
-        "--fits",
-        action="store_true",
-        help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
-        "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
-    )
-    parser.add_argument(
-        "--gpu-memory-gb",
-        type=float,
-        default=DEFAULT_GPU_MEMORY_GB,
-        metavar="GB",
-        help=f"memory of one GPU in GB (10^9 bytes) for --fits; default {DEFAULT_GPU_MEMORY_GB:g}",
-    )
-    parser.add_argument(
-        "--max-tokens-per-mb",
-        type=int,
-        metavar="N",
-        help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
-        "sequence of the model's max_seq_len",
-    )
-    parser.add_argument(
-        "--gradient-checkpointing",
-        action="store_true",
-        help="for --fits: recompute activations in the backward pass (full recomputation)",
-    )
-    parser.add_argument(
-        "--max-tp",
-        type=_max_tp_arg,
-        default=_CLI_MAX_TP,
-        metavar="N",
-        help=f"largest tensor (and expert tensor) parallel size to list; default "
-        f"{_CLI_MAX_TP}, the typical GPUs per node (give your cluster.n_gpus_per_node), "
-        "'none' for no cap",
-    )
-    parser.add_argument(
-        "--hydra",
-        action="store_true",
-        help="print one multirun override instead, escaped for Hydra and the shell "
-        '(e.g. "actor.backend=fsdp:d8,fsdp:d4t2,..."), to paste after python train.py -m',
-    )
-    parser.add_argument(
-        "--engine",
-        help="the engine whose backend the --hydra override sets, a role ("
-        + ", ".join(ROLE_NAMES)
-        + ") or another engine section of your config "
-        "(default: rollout for sglang and vllm, actor otherwise)",
-    )
-    parser.set_defaults(run=run_layouts_command)
-
-
-def run_layouts_command(args: Any) -> None:
-    """``python -m areal_conf layouts``; raises AllocationError for bad input."""
-    model = merge_model(parse_model_args(args.model))
-    engine = args.engine or default_engine(args.backend)
-    check_engine_kind(engine, args.backend)
-    found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
-    shown = found
-    if args.fits:
-        knobs: dict[str, Any] = {"gpu_memory_gb": args.gpu_memory_gb}
-        if args.max_tokens_per_mb is not None:
-            knobs["tokens_per_microbatch"] = args.max_tokens_per_mb
-        if args.gradient_checkpointing:
-            knobs["recompute"] = "full"
-        ranked = fitting_layouts(found, model, knobs, what="--model")
-        found = [spec for spec, _ in ranked]
-        width = max((len(spec) for spec in found), default=0)
-        shown = [f"{spec.ljust(width)}  {memory_text(est)}" for spec, est in ranked]
-        if not found:
-            hint = "more --gpus, a larger --gpu-memory-gb"
-            if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
-                hint += ", --gradient-checkpointing"
-            raise AllocationError(
-                f"no {args.backend} layout on {args.gpus} GPUs fits {args.gpu_memory_gb:g} GB "
-                "per GPU for this model",
-                None,
-                None,
-                hint=f"try {hint} or a smaller --max-tokens-per-mb",
-            )
-    if not found:
-        cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
-        raise AllocationError(
-            f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
-            None,
-            None,
-            hint="try another --gpus, a larger --max-tp, or check the --model values",
-        )
-    if args.hydra:
-        print(shell_sweep_override(f"{engine}.backend", found))
-    else:
-        print("\n".join(shown))
+# ------------------------------------------- what ``python -m areal_conf layouts`` uses
 
 
 def fitting_layouts(
@@ -411,16 +289,6 @@ def fitting_layouts(
             ranked.append((est.weights if est.kind == "inference" else est.total, i, spec, est))
     ranked.sort(key=lambda item: (item[0], item[1]))
     return [(spec, est) for _, _, spec, est in ranked]
-
-
-def memory_text(est: MemoryEstimate) -> str:
-    """``41.2 GB/GPU`` (training) or ``17.6 GB/GPU weights, 54.4 GB KV cache`` (inference)."""
-    if est.kind == "inference":
-        return (
-            f"{est.weights / GB:.1f} GB/GPU weights, {est.kv_cache / GB:.1f} GB KV cache "
-            f"({est.kv_cache_tokens or 0:,} tokens)"
-        )
-    return f"{est.total / GB:.1f} GB/GPU"
 
 
 def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
@@ -454,17 +322,3 @@ def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
                 hint=f"e.g. --model {key}=32, or {key}=null to skip its check",
             )
     return model
-
-
-def _max_tp_arg(text: str) -> int | None:
-    import argparse
-
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'none', got {text!r}")
-    return value

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
+from areal_conf.report import plan_table
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def test_cpu_run_places_nothing() -> None:
     assert plan.cpu_run and plan.used_gpus == 0 and plan.available_gpus == 0
     assert all(e.slots == () for e in plan.engines.values())
     assert plan.to_dict()["cpu_run"] is True
-    assert "CPU run (cluster.n_gpus_per_node: 0): 16 engine processes" in plan.table()
+    assert "CPU run (cluster.n_gpus_per_node: 0): 16 engine processes" in plan_table(plan)
 
 
 def test_chain_resolves_to_the_gpu_owner() -> None:
@@ -132,8 +133,8 @@ def test_chain_resolves_to_the_gpu_owner() -> None:
     assert plan.engines["ref"].slots == plan.engines["actor"].slots
     assert plan.engines["judge"].slots == plan.engines["rollout"].slots
     assert plan.used_gpus == 16
-    assert "colocated with critic (GPUs of actor)" in plan.table()
-    assert "colocated with rollout, no fork" in plan.table()
+    assert "colocated with critic (GPUs of actor)" in plan_table(plan)
+    assert "colocated with rollout, no fork" in plan_table(plan)
     assert plan.to_dict()["engines"]["ref"]["gpu_owner"] == "actor"
     assert plan.to_dict()["engines"]["judge"]["fork"] is False
 

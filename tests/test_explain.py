@@ -203,7 +203,7 @@ def test_end_to_end_error_has_no_traceback() -> None:
 
 def test_core_does_not_import_hydra() -> None:
     code = (
-        "import sys, areal_conf, areal_conf.cli, areal_conf.explain, areal_conf.gpu_map, "
+        "import sys, areal_conf, areal_conf.cli, areal_conf.explain, areal_conf.report, "
         "areal_conf.plan, areal_conf.validate; "
         "from areal_conf.cli import main; main(['explain', 'fsdp:d4t2', '--groups']); "
         "assert 'hydra' not in sys.modules and 'omegaconf' not in sys.modules, 'hydra imported'"

@@ -16,6 +16,7 @@ from areal_conf import AllocationError
 from areal_conf.cli import main
 from areal_conf.memory import parameter_count
 from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf_config
+from areal_conf.report import plan_table
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,7 +274,7 @@ def test_plan_shows_gb_per_gpu() -> None:
     )
     assert data["engines"]["rollout"]["memory"]["kv_cache"] > 0
     assert data["memory_note"] is None
-    table = plan.table()
+    table = plan_table(plan)
     assert "GB/GPU" in table.splitlines()[0]
     assert f"{plan.engines['actor'].memory.total / 1e9:.1f}" in table  # type: ignore[union-attr]
 
@@ -289,7 +290,7 @@ def test_plan_says_when_memory_is_not_checked() -> None:
     assert plan.engines["actor"].memory is None
     assert plan.to_dict()["engines"]["actor"]["memory"] is None
     assert plan.memory_note.startswith("memory not checked: model shape unknown")
-    assert plan.memory_note in plan.table()
+    assert plan.memory_note in plan_table(plan)
 
 
 # -- train.py and the CLI, as a user runs them ---------------------------------------------

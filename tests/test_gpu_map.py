@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from areal_conf import parse_backend
-from areal_conf.gpu_map import engine_letters, node_cells, render_gpu_map
 from areal_conf.plan import EnginePlan, Plan
+from areal_conf.report import engine_letters, node_cells, render_gpu_map
 from areal_conf.validate import validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.errors import AllocationError
-from areal_conf.mesh import format_rank_groups, rank_groups
+from areal_conf.mesh import rank_groups
+from areal_conf.report import format_rank_groups
 
 ATTN_KEYS = ["tp", "cp", "dp", "pp", "dp-cp", "tp-pp", "tp-cp", "tp-dp", "tp-dp-cp"]
 EXPERT_KEYS = ["ep", "etp", "edp", "etp-ep", "etp-ep-pp"]

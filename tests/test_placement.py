@@ -8,6 +8,7 @@ import pytest
 
 from areal_conf import AllocationError, parse_backend, rank_groups
 from areal_conf.plan import place
+from areal_conf.report import plan_table
 from areal_conf.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +159,7 @@ def test_training_tp_larger_than_a_node_takes_whole_nodes_and_warns() -> None:
     warning = plan.warnings[0]
     assert warning.startswith("actor: tensor-parallel groups of 16 GPUs (fsdp:t16) span 2 nodes")
     assert "keep t ≤ 8" in warning
-    assert f"warning: {warning}" in plan.table()
+    assert f"warning: {warning}" in plan_table(plan)
     assert plan.to_dict()["warnings"] == [warning]
 
 
