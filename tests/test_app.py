@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import Train, run_shell
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationKeyError
@@ -22,8 +21,6 @@ import areal_conf.config
 from areal_conf import AllocationError, parse_backend
 from areal_conf.app import EXIT_HYDRA, EXIT_INVALID, report, run_validated
 from areal_conf.progress import Progress
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def raised(action: Callable[[], Any]) -> BaseException:
@@ -190,18 +187,7 @@ def test_validate_is_the_function() -> None:
 # --------------------------------------------------------------- train.py end to end
 
 
-def run_train(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    return subprocess.run(
-        [sys.executable, "train.py", *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
-
-
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "args, expected",
     [
@@ -225,47 +211,36 @@ def run_train(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[st
         ),
     ],
 )
-def test_train_prints_one_message_for(args: list[str], expected: str, tmp_path: Path) -> None:
-    out = run_train(args, tmp_path)
+def test_train_prints_one_message_for(args: list[str], expected: str, train: Train) -> None:
+    out = train(*args)
     assert out.returncode == EXIT_INVALID
     assert out.stderr.endswith(expected)
     assert "Traceback" not in out.stderr
 
 
-def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(tmp_path: Path) -> None:
-    single = run_train(["actor.backend=d4t2"], tmp_path)
-    multi = run_train(
-        ["-m", "actor.backend=d4t2,fsdp:d8", f"hydra.sweep.dir={tmp_path}/m"], tmp_path
-    )
+@pytest.mark.e2e
+def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(train: Train) -> None:
+    single = train("actor.backend=d4t2")
+    multi = train("-m", "actor.backend=d4t2,fsdp:d8")
     assert single.returncode == multi.returncode == EXIT_INVALID
     assert "no backend prefix" in single.stderr and "no backend prefix" in multi.stderr
-    good = run_train(["actor.backend=fsdp:d8"], tmp_path)
+    good = train("actor.backend=fsdp:d8")
     assert good.returncode == 0, good.stderr
 
 
+@pytest.mark.e2e
 def test_train_help_into_head_is_not_an_error() -> None:
-    out = subprocess.run(
-        f"{sys.executable} train.py --help | head -n 1",
-        shell=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    out = run_shell("python train.py --help | head -n 1")
     assert out.stdout == "train is powered by Hydra.\n"
     assert out.stderr == ""
 
 
+@pytest.mark.e2e
 def test_layouts_into_head_is_not_an_error() -> None:
     # far more than a pipe buffer of output; head closes the pipe after one line
-    out = subprocess.run(
-        f"{sys.executable} -m areal_conf layouts megatron --gpus 55440 --max-tp none "
-        "--model num_experts=64 | head -n 1",
-        shell=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
+    out = run_shell(
+        "python -m areal_conf layouts megatron --gpus 55440 --max-tp none "
+        "--model num_experts=64 | head -n 1"
     )
     assert out.stdout == "megatron:d55440\n"
     assert out.stderr == ""

@@ -6,17 +6,15 @@ import copy
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import ROOT, Train
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
 from areal_conf.validate import validate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def colo(target: str, fork: bool = True) -> dict[str, Any]:
@@ -379,16 +377,6 @@ def test_errors(cfg: dict[str, Any], reason: str, hint: str, hint_validates: boo
 # ---------------------------------------------------------- the commands
 
 
-def run_train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
 COLOCATE_ROLLOUT = (
     "actor.backend=fsdp:d8",
     "rollout.scheduling_strategy.type=colocation",
@@ -397,8 +385,9 @@ COLOCATE_ROLLOUT = (
 )
 
 
-def test_rollout_colocated_with_the_actor_plans_8_gpus(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+@pytest.mark.e2e
+def test_rollout_colocated_with_the_actor_plans_8_gpus(train: Train) -> None:
+    result = train("rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
     assert result.returncode == 0, result.stderr
     assert "GPUs: 8 used of 8" in result.stdout
     assert "A = actor  fsdp:d8  8 GPUs on node 0, shared with rollout, critic, ref" in (
@@ -406,21 +395,22 @@ def test_rollout_colocated_with_the_actor_plans_8_gpus(tmp_path: Path) -> None:
     )
 
 
-def test_rollout_with_fewer_instances_than_actor_ranks_is_rejected(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "rollout.backend=sglang:d4t2", *COLOCATE_ROLLOUT)
+@pytest.mark.e2e
+def test_rollout_with_fewer_instances_than_actor_ranks_is_rejected(train: Train) -> None:
+    result = train("rollout.backend=sglang:d4t2", *COLOCATE_ROLLOUT)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "rollout runs 4 server instances (sglang:d4t2) and actor 8 ranks" in result.stderr
     hint = result.stderr.split("hint: ", 1)[1]
     assert hint.startswith("rollout.backend=sglang:d8 ")
     # the hint validates
-    fixed = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+    fixed = train("rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
     assert fixed.returncode == 0, fixed.stderr
 
 
-def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) -> None:
-    result = run_train(
-        tmp_path,
+@pytest.mark.e2e
+def test_actor_colocated_with_rollout_is_rejected_with_the_swap(train: Train) -> None:
+    result = train(
         "rollout.backend=sglang:d8",
         "actor.backend=fsdp:d8",
         "actor.scheduling_strategy.type=colocation",
@@ -435,8 +425,7 @@ def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) 
         "actor.scheduling_strategy.type=separation"
     )
     assert f"hint: colocate rollout with actor instead: {swap}" in result.stderr
-    fixed = run_train(
-        tmp_path,
+    fixed = train(
         "rollout.backend=sglang:d8",
         "actor.backend=fsdp:d8",
         *swap.split(),
@@ -469,6 +458,7 @@ def test_launcher_recognises_configs_by_their_engines() -> None:
     assert not is_areal_config({"db": {"driver": "mysql"}, "sglang": {"model_path": "x"}})
 
 
+@pytest.mark.e2e
 def test_core_modules_do_not_import_hydra() -> None:
     code = (
         "import sys, areal_conf.engines, areal_conf.validate, areal_conf.plan;"

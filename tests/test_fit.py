@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import CONF, ROOT, Train
 
 from areal_conf import AllocationError
 from areal_conf.cli import main
@@ -18,7 +19,6 @@ from areal_conf.memory import parameter_count
 from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf_config
 from areal_conf.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
 HF = ROOT / "tests" / "fixtures" / "hf"
 
 # -- model shape -----------------------------------------------------------------------
@@ -295,18 +295,11 @@ def test_plan_says_when_memory_is_not_checked() -> None:
 # -- train.py and the CLI, as a user runs them ---------------------------------------------
 
 
-def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
-def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(tmp_path: Path) -> None:
-    rejected = run(tmp_path, "+experiment=llama70b_fsdp")
+@pytest.mark.e2e
+def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(
+    train: Train, tmp_path: Path
+) -> None:
+    rejected = train("+experiment=llama70b_fsdp")
     assert rejected.returncode == 2
     assert "Traceback" not in rejected.stderr
     assert "together need" in rejected.stderr and "GB per GPU" in rejected.stderr
@@ -314,14 +307,15 @@ def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(tmp_path: Path
     hint = next(line for line in rejected.stderr.splitlines() if line.startswith("hint: "))
     overrides = shlex.split(hint.split("this would fit: ", 1)[1].split(" (", 1)[0])
     assert any(o.startswith("actor.backend=fsdp:") for o in overrides)
-    accepted = run(tmp_path, "+experiment=llama70b_fsdp", *overrides)
+    accepted = train("+experiment=llama70b_fsdp", *overrides)
     assert accepted.returncode == 0, accepted.stderr
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["engines"]["actor"]["memory"]["total"] <= 80
 
 
-def test_train_default_config_passes_and_says_memory_was_not_checked(tmp_path: Path) -> None:
-    done = run(tmp_path)
+@pytest.mark.e2e
+def test_train_default_config_passes_and_says_memory_was_not_checked(train: Train) -> None:
+    done = train()
     assert done.returncode == 0, done.stderr
     assert "memory not checked" in done.stdout
 
@@ -375,7 +369,7 @@ def test_explain_shows_the_breakdown() -> None:
     from areal_conf.explain import explain_config
 
     text = explain_config(
-        ROOT / "conf" / "config.yaml",
+        CONF / "config.yaml",
         [
             f"model.hf_config={HF / 'qwen2_5_7b'}",
             "++actor.gradient_checkpointing=true",
@@ -411,6 +405,7 @@ def test_layouts_fits_hydra_override_lists_fitting_layouts_smallest_first(
     assert override == "actor.backend=" + ",".join(ranked)
 
 
+@pytest.mark.e2e
 def test_the_memory_model_imports_no_hydra() -> None:
     code = (
         "import sys\n"

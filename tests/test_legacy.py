@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 import random
 import shlex
 import shutil
@@ -11,6 +10,7 @@ import sys
 from typing import Any
 
 import pytest
+from _helpers import compose_config
 
 from areal_conf.errors import AllocationError
 from areal_conf.legacy import migrate_allocation_mode, migration_yaml
@@ -155,15 +155,10 @@ def test_migrated_overrides_parse_in_hydra_as_canonical_values(
 
 def test_migrated_hybrid_composes_as_is() -> None:
     """The issue's example: Hydra's compose API takes the hybrid translation as it is."""
-    from hydra import compose, initialize_config_dir
-
     import areal_conf.config  # noqa: F401
-    from areal_conf.hydra_compat import VERSION_BASE
 
-    conf = pathlib.Path(__file__).resolve().parents[1] / "conf"
     overrides = migrate_allocation_mode("sglang:d4p2t2+megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)")
-    with initialize_config_dir(config_dir=str(conf), **VERSION_BASE):
-        cfg = compose("config", overrides=overrides)
+    cfg = compose_config(*overrides)
     assert cfg.actor.backend == "megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)"
     assert cfg.rollout.backend == "sglang:d4p2t2"
 
@@ -255,6 +250,7 @@ def test_large_inputs_are_rejected_quickly() -> None:
         migrate_allocation_mode("+".join(["fsdp:d4"] * 50_000))
 
 
+@pytest.mark.e2e
 def test_legacy_module_does_not_import_hydra() -> None:
     code = (
         "import sys, areal_conf.legacy as m\n"
@@ -363,6 +359,7 @@ def test_format_overrides_random_values() -> None:
     _round_trip(overrides)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
 def test_format_overrides_real_shell() -> None:
     overrides = [f"a.b={v}" for v in TRICKY_VALUES] + [f"actor.backend={HYBRID}"]
