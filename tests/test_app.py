@@ -8,7 +8,7 @@ import io
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _helpers import Train, run_shell
@@ -51,75 +51,84 @@ def resolve(yaml: str) -> Callable[[], BaseException]:
     return lambda: raised(lambda: OmegaConf.to_container(OmegaConf.create(yaml), resolve=True))
 
 
-# input -> (message parts, exit status); None: not ours, the traceback stays
-REPORTS: list[tuple[str, Callable[[], BaseException], list[str], tuple[str, ...], int | None]] = [
-    (
-        "allocation error",
-        bad_backend,
-        [],
-        ("error: invalid allocation\nfsdp does not support pipeline parallelism (p)", "^^"),
-        EXIT_INVALID,
+class Report(NamedTuple):
+    """An exception that reaches ``report`` and what the user is shown."""
+
+    name: str  # the test id
+    make: Callable[[], BaseException]
+    argv: list[str]  # the command line
+    parts: tuple[str, ...]  # parts of the one message
+    status: int | None  # the exit status; None: not ours, the traceback stays
+
+
+REPORTS: list[Report] = [
+    Report(
+        name="allocation error",
+        make=bad_backend,
+        argv=[],
+        parts=("error: invalid allocation\nfsdp does not support pipeline parallelism (p)", "^^"),
+        status=EXIT_INVALID,
     ),
-    (
-        "the launcher's list of invalid jobs",
-        launcher_list,
-        [],
-        ("areal launcher: 1 of 3 jobs failed validation; ...",),
-        EXIT_INVALID,
+    Report(
+        name="the launcher's list of invalid jobs",
+        make=launcher_list,
+        argv=[],
+        parts=("areal launcher: 1 of 3 jobs failed validation; ...",),
+        status=EXIT_INVALID,
     ),
-    (
-        "another compact Hydra error keeps Hydra's status",
-        hydra_override_error,
-        [],
-        ("Could not override 'foo'.\nKey 'foo' not in 'AReaLConfig'",),
-        EXIT_HYDRA,
+    Report(
+        name="another compact Hydra error keeps Hydra's status",
+        make=hydra_override_error,
+        argv=[],
+        parts=("Could not override 'foo'.\nKey 'foo' not in 'AReaLConfig'",),
+        status=EXIT_HYDRA,
     ),
-    (
-        "interpolation with its key (OmegaConf knows it)",
-        resolve("actor:\n  backend: ${nope}\n"),
-        [],
-        (
+    Report(
+        name="interpolation with its key (OmegaConf knows it)",
+        make=resolve("actor:\n  backend: ${nope}\n"),
+        argv=[],
+        parts=(
             "error: invalid config\nactor.backend: Interpolation key 'nope' not found\n"
             "    ${nope}\nhint: fix the interpolation",
             "e.g. actor.backend=fsdp:d8",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "interpolation without its key: the override that wrote it",
-        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
-        ["-m", "critic.backend=${actor.nope}"],
-        (
+    Report(
+        name="interpolation without its key: the override that wrote it",
+        make=lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        argv=["-m", "critic.backend=${actor.nope}"],
+        parts=(
             "critic.backend: Interpolation key 'actor.nope' not found\n    ${actor.nope}\n",
             "e.g. critic.backend=fsdp:d8",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "interpolation found nowhere",
-        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
-        [],
-        (
+    Report(
+        name="interpolation found nowhere",
+        make=lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        argv=[],
+        parts=(
             "a value of the config cannot be resolved: Interpolation key 'actor.nope' not found",
             "--cfg job shows the config",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "a resolver's allocation error: the override that holds the string",
-        resolve("rollout:\n  x: ${areal.alloc:fsdp:d4p2}\n"),
-        ["--cfg", "job", "--resolve", "rollout.backend=fsdp:d4p2"],
-        ("error: invalid allocation\nrollout.x: fsdp does not support pipeline",),
-        EXIT_INVALID,
+    Report(
+        name="a resolver's allocation error: the override that holds the string",
+        make=resolve("rollout:\n  x: ${areal.alloc:fsdp:d4p2}\n"),
+        argv=["--cfg", "job", "--resolve", "rollout.backend=fsdp:d4p2"],
+        parts=("error: invalid allocation\nrollout.x: fsdp does not support pipeline",),
+        status=EXIT_INVALID,
     ),
-    ("a bug", lambda: KeyError("x"), [], (), None),
+    Report(name="a bug", make=lambda: KeyError("x"), argv=[], parts=(), status=None),
 ]
 
 
 @pytest.mark.parametrize(
-    "make, argv, parts, status",
+    Report._fields[1:],
     [row[1:] for row in REPORTS],
-    ids=[row[0] for row in REPORTS],
+    ids=[row.name for row in REPORTS],
 )
 def test_report(
     make: Callable[[], BaseException], argv: list[str], parts: tuple[str, ...], status: int | None

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _helpers import CONF, ROOT, Train
@@ -132,21 +132,30 @@ def config(**parts: Any) -> dict[str, Any]:
     return cfg
 
 
-ERRORS = [
-    (
-        config(),
-        "actor: fsdp:d8 needs",
-        "the biggest term is",
-        "actor.backend=fsdp:",
+class TooBig(NamedTuple):
+    """A config whose engines do not fit in GPU memory, and what the error says."""
+
+    cfg: dict[str, Any]
+    message: str  # a part of the reason
+    also: str  # a part of the reason or of the hint
+    hint: str  # a part of the hint
+
+
+ERRORS: list[TooBig] = [
+    TooBig(
+        cfg=config(),
+        message="actor: fsdp:d8 needs",
+        also="the biggest term is",
+        hint="actor.backend=fsdp:",
     ),
-    (
-        config(rollout={"backend": "sglang:d8"}),
-        "rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
-        "sglang.mem_fraction_static",
-        "rollout.backend=sglang:",
+    TooBig(
+        cfg=config(rollout={"backend": "sglang:d8"}),
+        message="rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
+        also="sglang.mem_fraction_static",
+        hint="rollout.backend=sglang:",
     ),
-    (
-        config(
+    TooBig(
+        cfg=config(
             actor={"backend": "fsdp:d32"},
             ref={"backend": "", "scheduling_strategy": {"type": "colocation", "target": "actor"}},
             critic={
@@ -155,38 +164,38 @@ ERRORS = [
             },
             cluster={"n_nodes": 5},  # the critic does not train (optimizer: null)
         ),
-        "actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
-        "the biggest term is actor's",
-        "this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
+        message="actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
+        also="the biggest term is actor's",
+        hint="this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
     ),
-    (
-        config(cluster={"gpu_memory_gb": 0}),
-        "cluster.gpu_memory_gb: must be a positive number",
-        "",
-        "cluster.gpu_memory_gb=80",
+    TooBig(
+        cfg=config(cluster={"gpu_memory_gb": 0}),
+        message="cluster.gpu_memory_gb: must be a positive number",
+        also="",
+        hint="cluster.gpu_memory_gb=80",
     ),
-    (
-        config(model={"hf_config": "/nonexistent/config.json"}),
-        "model.hf_config: no file '/nonexistent/config.json'",
-        "",
-        "config.json",
+    TooBig(
+        cfg=config(model={"hf_config": "/nonexistent/config.json"}),
+        message="model.hf_config: no file '/nonexistent/config.json'",
+        also="",
+        hint="config.json",
     ),
-    (
-        config(model={"hidden_size": -1}),
-        "model.hidden_size must be a positive integer or null",
-        "",
-        "model.hidden_size=4096",
+    TooBig(
+        cfg=config(model={"hidden_size": -1}),
+        message="model.hidden_size must be a positive integer or null",
+        also="",
+        hint="model.hidden_size=4096",
     ),
-    (
-        config(model={"hidden_sise": 8192}),
-        "unknown key hidden_sise in the model section",
-        "",
-        "did you mean hidden_size?",
+    TooBig(
+        cfg=config(model={"hidden_sise": 8192}),
+        message="unknown key hidden_sise in the model section",
+        also="",
+        hint="did you mean hidden_size?",
     ),
 ]
 
 
-@pytest.mark.parametrize("cfg, message, also, hint", ERRORS)
+@pytest.mark.parametrize(TooBig._fields, ERRORS)
 def test_memory_errors(cfg: dict[str, Any], message: str, also: str, hint: str) -> None:
     with pytest.raises(AllocationError) as info:
         validate(cfg)
