@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _helpers import SUBPROCESS_TIMEOUT, user_env
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 REQUIRE_ENV = "AREAL_CONF_REQUIRE_CLUSTER"
 TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 
 
 def unavailable(what: str, problem: str, how: str) -> NoReturn:
@@ -40,16 +40,14 @@ def unavailable(what: str, problem: str, how: str) -> NoReturn:
 def job_env() -> dict[str, str]:
     """The environment for applications and jobs: this checkout and this directory first
     on ``PYTHONPATH`` (Slurm and Ray jobs inherit it from the submitting process)."""
-    env = dict(os.environ)
-    paths = [str(ROOT), str(TESTS)]
-    paths += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env.pop("HYDRA_FULL_ERROR", None)
+    env = user_env()
+    root, *rest = env["PYTHONPATH"].split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([root, str(TESTS), *rest])
     return env
 
 
 def run(
-    args: list[str], *, timeout: float = 300, **kwargs: Any
+    args: list[str], *, timeout: float = SUBPROCESS_TIMEOUT, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kwargs)
 
@@ -100,7 +98,9 @@ def write_app(where: Path) -> Path:
     return app
 
 
-def run_app(app: Path, args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_app(
+    app: Path, args: list[str], timeout: float = SUBPROCESS_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     return run(
         [sys.executable, str(app / "app.py"), *args], cwd=app, env=job_env(), timeout=timeout
     )

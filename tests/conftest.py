@@ -1,9 +1,16 @@
-"""Every test leaves Hydra's global state (GlobalHydra, ConfigStore, version_base) as it
-found it, so tests that compose in-process cannot leak into Hydra's shipped suites."""
+"""Fixtures every test module may use, and the guard that every test leaves Hydra's
+global state (GlobalHydra, ConfigStore, version_base) as it found it, so tests that
+compose in-process cannot leak into Hydra's shipped suites.
+
+Plain helpers (``ROOT``, ``run_train``, ``run_cli``, ...) are in ``_helpers.py``."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
+from _helpers import Cli, Train, run_train
 from hydra.core.plugins import Plugins
 
 
@@ -21,3 +28,38 @@ def _discover_hydra_plugins() -> None:
 @pytest.fixture(autouse=True)
 def _restore_hydra_singletons(hydra_restore_singletons: None) -> None:
     """Uses the fixture of Hydra's pytest plugin, which restores every Singleton."""
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path) -> Path:
+    """Where the ``train`` fixture's multiruns put their job directories."""
+    return tmp_path / "multi"
+
+
+@pytest.fixture
+def train(tmp_path: Path, sweep_dir: Path) -> Train:
+    """``train(*args)`` runs ``python train.py *args`` from ``tmp_path``: a single run
+    writes to ``tmp_path / "run"``, a multirun to ``sweep_dir``."""
+
+    def train(*args: str) -> subprocess.CompletedProcess[str]:
+        # after the caller's arguments: Hydra refuses overrides before options such as
+        # --config-name (a later value of the same key wins, so these always do)
+        places = (f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={sweep_dir}")
+        return run_train(*args, *places, cwd=tmp_path)
+
+    return train
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """``cli(*argv)`` runs ``python -m areal_conf *argv`` in this process and returns its
+    exit status, stdout and stderr."""
+
+    from areal_conf.cli import main
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        status = main(list(argv))
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return cli

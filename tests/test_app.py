@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from _helpers import Train, run_shell
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationKeyError
@@ -22,8 +21,6 @@ import areal_conf.config
 from areal_conf import AllocationError, parse_backend
 from areal_conf.app import EXIT_HYDRA, EXIT_INVALID, report, run_validated
 from areal_conf.progress import Progress
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def raised(action: Callable[[], Any]) -> BaseException:
@@ -54,75 +51,84 @@ def resolve(yaml: str) -> Callable[[], BaseException]:
     return lambda: raised(lambda: OmegaConf.to_container(OmegaConf.create(yaml), resolve=True))
 
 
-# input -> (message parts, exit status); None: not ours, the traceback stays
-REPORTS: list[tuple[str, Callable[[], BaseException], list[str], tuple[str, ...], int | None]] = [
-    (
-        "allocation error",
-        bad_backend,
-        [],
-        ("error: invalid allocation\nfsdp does not support pipeline parallelism (p)", "^^"),
-        EXIT_INVALID,
+class Report(NamedTuple):
+    """An exception that reaches ``report`` and what the user is shown."""
+
+    name: str  # the test id
+    make: Callable[[], BaseException]
+    argv: list[str]  # the command line
+    parts: tuple[str, ...]  # parts of the one message
+    status: int | None  # the exit status; None: not ours, the traceback stays
+
+
+REPORTS: list[Report] = [
+    Report(
+        name="allocation error",
+        make=bad_backend,
+        argv=[],
+        parts=("error: invalid allocation\nfsdp does not support pipeline parallelism (p)", "^^"),
+        status=EXIT_INVALID,
     ),
-    (
-        "the launcher's list of invalid jobs",
-        launcher_list,
-        [],
-        ("areal launcher: 1 of 3 jobs failed validation; ...",),
-        EXIT_INVALID,
+    Report(
+        name="the launcher's list of invalid jobs",
+        make=launcher_list,
+        argv=[],
+        parts=("areal launcher: 1 of 3 jobs failed validation; ...",),
+        status=EXIT_INVALID,
     ),
-    (
-        "another compact Hydra error keeps Hydra's status",
-        hydra_override_error,
-        [],
-        ("Could not override 'foo'.\nKey 'foo' not in 'AReaLConfig'",),
-        EXIT_HYDRA,
+    Report(
+        name="another compact Hydra error keeps Hydra's status",
+        make=hydra_override_error,
+        argv=[],
+        parts=("Could not override 'foo'.\nKey 'foo' not in 'AReaLConfig'",),
+        status=EXIT_HYDRA,
     ),
-    (
-        "interpolation with its key (OmegaConf knows it)",
-        resolve("actor:\n  backend: ${nope}\n"),
-        [],
-        (
+    Report(
+        name="interpolation with its key (OmegaConf knows it)",
+        make=resolve("actor:\n  backend: ${nope}\n"),
+        argv=[],
+        parts=(
             "error: invalid config\nactor.backend: Interpolation key 'nope' not found\n"
             "    ${nope}\nhint: fix the interpolation",
             "e.g. actor.backend=fsdp:d8",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "interpolation without its key: the override that wrote it",
-        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
-        ["-m", "critic.backend=${actor.nope}"],
-        (
+    Report(
+        name="interpolation without its key: the override that wrote it",
+        make=lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        argv=["-m", "critic.backend=${actor.nope}"],
+        parts=(
             "critic.backend: Interpolation key 'actor.nope' not found\n    ${actor.nope}\n",
             "e.g. critic.backend=fsdp:d8",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "interpolation found nowhere",
-        lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
-        [],
-        (
+    Report(
+        name="interpolation found nowhere",
+        make=lambda: InterpolationKeyError("Interpolation key 'actor.nope' not found"),
+        argv=[],
+        parts=(
             "a value of the config cannot be resolved: Interpolation key 'actor.nope' not found",
             "--cfg job shows the config",
         ),
-        EXIT_INVALID,
+        status=EXIT_INVALID,
     ),
-    (
-        "a resolver's allocation error: the override that holds the string",
-        resolve("rollout:\n  x: ${areal.alloc:fsdp:d4p2}\n"),
-        ["--cfg", "job", "--resolve", "rollout.backend=fsdp:d4p2"],
-        ("error: invalid allocation\nrollout.x: fsdp does not support pipeline",),
-        EXIT_INVALID,
+    Report(
+        name="a resolver's allocation error: the override that holds the string",
+        make=resolve("rollout:\n  x: ${areal.alloc:fsdp:d4p2}\n"),
+        argv=["--cfg", "job", "--resolve", "rollout.backend=fsdp:d4p2"],
+        parts=("error: invalid allocation\nrollout.x: fsdp does not support pipeline",),
+        status=EXIT_INVALID,
     ),
-    ("a bug", lambda: KeyError("x"), [], (), None),
+    Report(name="a bug", make=lambda: KeyError("x"), argv=[], parts=(), status=None),
 ]
 
 
 @pytest.mark.parametrize(
-    "make, argv, parts, status",
+    Report._fields[1:],
     [row[1:] for row in REPORTS],
-    ids=[row[0] for row in REPORTS],
+    ids=[row.name for row in REPORTS],
 )
 def test_report(
     make: Callable[[], BaseException], argv: list[str], parts: tuple[str, ...], status: int | None
@@ -190,18 +196,7 @@ def test_validate_is_the_function() -> None:
 # --------------------------------------------------------------- train.py end to end
 
 
-def run_train(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    return subprocess.run(
-        [sys.executable, "train.py", *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
-
-
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "args, expected",
     [
@@ -225,47 +220,36 @@ def run_train(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[st
         ),
     ],
 )
-def test_train_prints_one_message_for(args: list[str], expected: str, tmp_path: Path) -> None:
-    out = run_train(args, tmp_path)
+def test_train_prints_one_message_for(args: list[str], expected: str, train: Train) -> None:
+    out = train(*args)
     assert out.returncode == EXIT_INVALID
     assert out.stderr.endswith(expected)
     assert "Traceback" not in out.stderr
 
 
-def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(tmp_path: Path) -> None:
-    single = run_train(["actor.backend=d4t2"], tmp_path)
-    multi = run_train(
-        ["-m", "actor.backend=d4t2,fsdp:d8", f"hydra.sweep.dir={tmp_path}/m"], tmp_path
-    )
+@pytest.mark.e2e
+def test_train_exit_status_is_the_same_for_a_single_run_and_a_multirun(train: Train) -> None:
+    single = train("actor.backend=d4t2")
+    multi = train("-m", "actor.backend=d4t2,fsdp:d8")
     assert single.returncode == multi.returncode == EXIT_INVALID
     assert "no backend prefix" in single.stderr and "no backend prefix" in multi.stderr
-    good = run_train(["actor.backend=fsdp:d8"], tmp_path)
+    good = train("actor.backend=fsdp:d8")
     assert good.returncode == 0, good.stderr
 
 
+@pytest.mark.e2e
 def test_train_help_into_head_is_not_an_error() -> None:
-    out = subprocess.run(
-        f"{sys.executable} train.py --help | head -n 1",
-        shell=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    out = run_shell("python train.py --help | head -n 1")
     assert out.stdout == "train is powered by Hydra.\n"
     assert out.stderr == ""
 
 
+@pytest.mark.e2e
 def test_layouts_into_head_is_not_an_error() -> None:
     # far more than a pipe buffer of output; head closes the pipe after one line
-    out = subprocess.run(
-        f"{sys.executable} -m areal_conf layouts megatron --gpus 55440 --max-tp none "
-        "--model num_experts=64 | head -n 1",
-        shell=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
+    out = run_shell(
+        "python -m areal_conf layouts megatron --gpus 55440 --max-tp none "
+        "--model num_experts=64 | head -n 1"
     )
     assert out.stdout == "megatron:d55440\n"
     assert out.stderr == ""

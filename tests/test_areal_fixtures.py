@@ -13,12 +13,11 @@ written down here, derived by hand from the rules (not read back from the code):
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from _helpers import Train
 from hydra import compose, initialize_config_dir
 
 import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
@@ -28,7 +27,6 @@ from areal_conf.explain import explain_config
 from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path("/work/shared/fixtures/areal")
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="AReaL fixtures not available")
@@ -174,33 +172,16 @@ def test_extra_engine_is_planned_by_name() -> None:
     assert "judge_engine" in text and "ref: not built (actor.kl_ctl is 0.0" in text
 
 
-def run_train(config_dir: Path, name: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "--config-dir",
-            str(config_dir),
-            "--config-name",
-            name,
-            f"hydra.run.dir={tmp_path}/run",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
+@pytest.mark.e2e
 @pytest.mark.parametrize("schema", [False, True], ids=["plain", "schema"])
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if isinstance(e, Rejected)))
 def test_train_rejects_with_the_key_and_no_traceback(
-    name: str, schema: bool, tmp_path: Path
+    name: str, schema: bool, train: Train, tmp_path: Path
 ) -> None:
     expected = EXPECTED[name]
     assert isinstance(expected, Rejected)
     config_dir = with_schema(name, tmp_path) if schema else FIXTURES
-    result = run_train(config_dir, name, tmp_path)
+    result = train("--config-dir", str(config_dir), "--config-name", name)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr + result.stdout
     assert expected.reason in result.stderr
@@ -208,10 +189,11 @@ def test_train_rejects_with_the_key_and_no_traceback(
     assert not (tmp_path / "run" / "allocation_plan.json").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("schema", [False, True], ids=["plain", "schema"])
-def test_train_writes_not_built_entries(schema: bool, tmp_path: Path) -> None:
+def test_train_writes_not_built_entries(schema: bool, train: Train, tmp_path: Path) -> None:
     config_dir = with_schema("gsm8k_grpo", tmp_path) if schema else FIXTURES
-    result = run_train(config_dir, "gsm8k_grpo", tmp_path)
+    result = train("--config-dir", str(config_dir), "--config-name", "gsm8k_grpo")
     assert result.returncode == 0, result.stderr
     assert "ref: not built (actor.kl_ctl is 0.0" in result.stdout
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
@@ -221,8 +203,9 @@ def test_train_writes_not_built_entries(schema: bool, tmp_path: Path) -> None:
     assert plan["gpus"] == {"available": 8, "used": 8, "idle": 0}
 
 
-def test_train_cpu_run(tmp_path: Path) -> None:
-    result = run_train(FIXTURES, "gsm8k_grpo_cpu", tmp_path)
+@pytest.mark.e2e
+def test_train_cpu_run(train: Train, tmp_path: Path) -> None:
+    result = train("--config-dir", str(FIXTURES), "--config-name", "gsm8k_grpo_cpu")
     assert result.returncode == 0, result.stderr
     assert "CPU run (cluster.n_gpus_per_node: 0)" in result.stdout
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())

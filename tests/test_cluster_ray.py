@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cluster import ROOT, job_env, run, task, unavailable, write_app
+from _cluster import job_env, run, task, unavailable, write_app
+from _helpers import ROOT, job_dirs
 from hydra.test_utils.test_utils import TSweepRunner
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
 RAY = "hydra/launcher@hydra.launcher.launcher=ray"
 
@@ -74,10 +75,6 @@ def ray_env(ray_dir: Path) -> dict[str, str]:
 def sessions(temp_dir: Path) -> list[str]:
     """Ray's session directories: one per Ray instance started with this temp dir."""
     return sorted(p.name for p in temp_dir.glob("session_*") if not p.is_symlink())
-
-
-def job_dirs(sweep_dir: Path) -> list[str]:
-    return sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) if sweep_dir.exists() else []
 
 
 # ------------------------------------------------------------------ local Ray from the launcher

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _cluster import ROOT, job_env, run, run_app, task, unavailable, write_app
+from _cluster import job_env, run, run_app, task, unavailable, write_app
+from _helpers import ROOT
 from hydra.test_utils.test_utils import TSweepRunner
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
 HOW = "start a one-node test cluster with `sudo scripts/slurm-test-cluster up` (see its header)"
 SUBMITIT_SLURM = "hydra/launcher@hydra.launcher.launcher=submitit_slurm"

@@ -5,13 +5,10 @@ resolvers read the engine's own section, and the launcher validates the section 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-
-from areal_conf.hydra_compat import VERSION_BASE
+from _helpers import compose_config, run_python
 
 MOUNTED_CONFIG = """\
 defaults:
@@ -53,8 +50,7 @@ def app(tmp_path: Path) -> Path:
 
 
 def test_resolvers_read_the_engines_own_section(app: Path) -> None:
-    with initialize_config_dir(config_dir=str(app / "conf"), **VERSION_BASE):
-        cfg = compose("config")
+    cfg = compose_config(config_dir=app / "conf")
     assert cfg.areal.actor.allocation.world_size == 2
     # an empty critic backend is the actor's, read beside the critic, not at the top
     assert cfg.areal.critic.allocation.spec == "fsdp:d2"
@@ -63,15 +59,10 @@ def test_resolvers_read_the_engines_own_section(app: Path) -> None:
 
 
 def sweep(app: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "app.py", "-m", "hydra/launcher=areal", *args],
-        capture_output=True,
-        text=True,
-        cwd=app,
-        timeout=300,
-    )
+    return run_python("app.py", "-m", "hydra/launcher=areal", *args, cwd=app)
 
 
+@pytest.mark.e2e
 def test_config_root_validates_the_mounted_section(app: Path) -> None:
     out = sweep(app, "hydra.launcher.config_root=areal", "areal.actor.backend=fsdp:d2,fsdp:d16")
     assert out.returncode == 2, out.stderr
@@ -80,6 +71,7 @@ def test_config_root_validates_the_mounted_section(app: Path) -> None:
     assert "TASK RAN" not in out.stdout
 
 
+@pytest.mark.e2e
 def test_config_root_runs_a_valid_sweep(app: Path) -> None:
     out = sweep(app, "hydra.launcher.config_root=areal", "areal.actor.backend=fsdp:d2,fsdp:d1")
     assert out.returncode == 0, out.stderr
@@ -87,6 +79,7 @@ def test_config_root_runs_a_valid_sweep(app: Path) -> None:
     assert out.stdout.count("TASK RAN") == 2
 
 
+@pytest.mark.e2e
 def test_jobs_with_no_engines_are_named_once(app: Path) -> None:
     out = sweep(app, "areal.actor.backend=fsdp:d2,fsdp:d1")
     logs = out.stdout + out.stderr
@@ -96,6 +89,7 @@ def test_jobs_with_no_engines_are_named_once(app: Path) -> None:
     assert "0 jobs valid, 2 not validated" in logs
 
 
+@pytest.mark.e2e
 def test_a_config_root_that_is_not_there_is_one_message(app: Path) -> None:
     out = sweep(app, "hydra.launcher.config_root=nope", "trainer_seed=1,2")
     assert out.returncode == 2

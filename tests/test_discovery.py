@@ -17,6 +17,7 @@ from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
+from _helpers import CONF
 from hydra.core.plugins import Plugins
 from hydra.plugins.config_source import ConfigLoadError
 from hydra.plugins.launcher import Launcher
@@ -31,8 +32,6 @@ from hydra_plugins.areal_conf_plugin.areal_configs import (
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
 
-ROOT = Path(__file__).resolve().parent.parent
-CONF = ROOT / "conf"
 PLUGIN_CLASSES = {
     "areal": AReaLLauncher,
     "areal_layouts": AReaLLayoutsSweeper,
@@ -83,6 +82,7 @@ def test_hydra_discovers_each_plugin(plugin_type: type, cls: type) -> None:
     assert f"{cls.__module__}.{cls.__qualname__}" in names
 
 
+@pytest.mark.e2e
 def test_info_plugins_outside_the_checkout(tmp_path: Path) -> None:
     """``--info plugins`` of an unrelated app lists all four plugins, with no warning
     (Hydra 1.4 warns about editable namespace installs it cannot enumerate, unless the
@@ -118,6 +118,7 @@ def test_info_plugins_outside_the_checkout(tmp_path: Path) -> None:
 # --------------------------------------------------------------- registration on discovery
 
 
+@pytest.mark.e2e
 def test_compose_api_without_importing_areal_conf(tmp_path: Path) -> None:
     """The compose API in a fresh interpreter: areal_schema, the areal. resolvers and the
     launcher config come from the installed plugin."""
@@ -145,6 +146,7 @@ def test_compose_api_without_importing_areal_conf(tmp_path: Path) -> None:
     assert "Warning" not in out.stderr, out.stderr
 
 
+@pytest.mark.e2e
 def test_resolvers_in_any_app_and_schema_only_on_demand(tmp_path: Path) -> None:
     """A YAML that does not use areal_schema still resolves ``${areal.world_size:...}``;
     composing it neither builds the schema nor imports the parser until a value is read."""
@@ -180,6 +182,7 @@ def test_resolvers_in_any_app_and_schema_only_on_demand(tmp_path: Path) -> None:
     assert "areal_conf.config" not in areal_modules_of(after)
 
 
+@pytest.mark.e2e
 def test_plugin_modules_import_no_core_module() -> None:
     """What every Hydra app pays at discovery: the four plugin modules, nothing from
     ``areal_conf`` (the resolvers import it when a config first uses one)."""

@@ -6,18 +6,16 @@ import copy
 import re
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from _helpers import ROOT, Train
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
 from areal_conf.report import plan_table
 from areal_conf.validate import validate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def colo(target: str, fork: bool = True) -> dict[str, Any]:
@@ -159,214 +157,221 @@ def apply_hint(cfg: dict[str, Any], hint: str) -> dict[str, Any]:
     return fixed
 
 
-ERRORS: list[tuple[str, dict[str, Any], str, str, bool]] = [
-    # (id, config, key and start of the reason, part of the hint, the hint validates)
-    (
-        "no engine",
-        {"cluster": {"n_nodes": 1}, "sglang": {"model_path": "x"}},
-        "the config has no engine",
-        "+actor.backend=fsdp:d8",
-        False,
+class BadConfig(NamedTuple):
+    """A config that validate rejects, and what the error says."""
+
+    name: str  # the test id
+    cfg: dict[str, Any]
+    reason: str  # the key and the start of the reason
+    hint: str  # a part of the hint
+    hint_validates: bool  # applying the hint's overrides gives a valid config
+
+
+ERRORS: list[BadConfig] = [
+    BadConfig(
+        name="no engine",
+        cfg={"cluster": {"n_nodes": 1}, "sglang": {"model_path": "x"}},
+        reason="the config has no engine",
+        hint="+actor.backend=fsdp:d8",
+        hint_validates=False,
     ),
-    (
-        "role before rollout",
-        base(actor={"backend": "fsdp:d8", "scheduling_strategy": colo("rollout")}),
-        "actor.scheduling_strategy.target: actor -> rollout: rollout is created after actor",
-        "colocate rollout with actor instead",
-        True,
+    BadConfig(
+        name="role before rollout",
+        cfg=base(actor={"backend": "fsdp:d8", "scheduling_strategy": colo("rollout")}),
+        reason="actor.scheduling_strategy.target: actor -> rollout: rollout is created after actor",
+        hint="colocate rollout with actor instead",
+        hint_validates=True,
     ),
-    (
-        "role onto an extra",
-        base(
+    BadConfig(
+        name="role onto an extra",
+        cfg=base(
             judge={"backend": "fsdp:d8"},
             critic={"backend": "", "scheduling_strategy": colo("judge")},
             cluster={"n_nodes": 3},
         ),
-        "critic.scheduling_strategy.target: critic -> judge: a role cannot be colocated with "
+        reason="critic.scheduling_strategy.target: critic -> judge: a role cannot be colocated with "
         "the extra engine judge",
-        "judge.scheduling_strategy.target=critic",
-        True,
+        hint="judge.scheduling_strategy.target=critic",
+        hint_validates=True,
     ),
-    (
-        "absent",
-        base(critic={"backend": "", "scheduling_strategy": colo("ref")}),
-        "critic.scheduling_strategy.target: critic -> ref: the config has no ref section",
-        "critic.scheduling_strategy.target=actor",
-        True,
+    BadConfig(
+        name="absent",
+        cfg=base(critic={"backend": "", "scheduling_strategy": colo("ref")}),
+        reason="critic.scheduling_strategy.target: critic -> ref: the config has no ref section",
+        hint="critic.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "not built",
-        base(
+    BadConfig(
+        name="not built",
+        cfg=base(
             actor={"backend": "fsdp:d8", "kl_ctl": 0.0},
             ref={"backend": ""},
             critic={"backend": "", "scheduling_strategy": colo("ref")},
         ),
-        "critic.scheduling_strategy.target: critic -> ref: ref is not built (actor.kl_ctl is 0.0",
-        "critic.scheduling_strategy.target=actor",
-        True,
+        reason="critic.scheduling_strategy.target: critic -> ref: ref is not built (actor.kl_ctl is 0.0",
+        hint="critic.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "absent, only a matching target is suggested",
-        base(
+    BadConfig(
+        name="absent, only a matching target is suggested",
+        cfg=base(
             actor={"backend": "fsdp:d4"},
             critic={"backend": "fsdp:d8"},
             ref={"backend": "fsdp:d8", "scheduling_strategy": colo("teacher")},
             cluster={"n_nodes": 3},
         ),
-        "ref.scheduling_strategy.target: ref -> teacher: the config has no teacher section",
-        "ref.scheduling_strategy.target=critic",
-        True,
+        reason="ref.scheduling_strategy.target: ref -> teacher: the config has no teacher section",
+        hint="ref.scheduling_strategy.target=critic",
+        hint_validates=True,
     ),
-    (
-        "disabled",
-        base(
+    BadConfig(
+        name="disabled",
+        cfg=base(
             teacher={"backend": ""},
             rollout={"backend": "sglang:d8", "scheduling_strategy": colo("teacher")},
         ),
-        "rollout.scheduling_strategy.target: rollout -> teacher: teacher is not built "
+        reason="rollout.scheduling_strategy.target: rollout -> teacher: teacher is not built "
         "(disabled: teacher.backend is empty)",
-        "rollout.scheduling_strategy.target=actor",
-        True,
+        hint="rollout.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "self",
-        base(critic={"backend": "", "scheduling_strategy": colo("critic")}),
-        "critic.scheduling_strategy.target: critic -> critic: critic cannot be colocated with "
+    BadConfig(
+        name="self",
+        cfg=base(critic={"backend": "", "scheduling_strategy": colo("critic")}),
+        reason="critic.scheduling_strategy.target: critic -> critic: critic cannot be colocated with "
         "itself",
-        "critic.scheduling_strategy.target=actor",
-        True,
+        hint="critic.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "no target",
-        base(critic={"backend": "", "scheduling_strategy": {"type": "colocation"}}),
-        "critic.scheduling_strategy.target: critic: critic is colocated but names no target",
-        "critic.scheduling_strategy.target=actor",
-        True,
+    BadConfig(
+        name="no target",
+        cfg=base(critic={"backend": "", "scheduling_strategy": {"type": "colocation"}}),
+        reason="critic.scheduling_strategy.target: critic: critic is colocated but names no target",
+        hint="critic.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "cycle",
-        base(
+    BadConfig(
+        name="cycle",
+        cfg=base(
             actor={"backend": "fsdp:d8", "scheduling_strategy": colo("critic")},
             critic={"backend": "", "scheduling_strategy": colo("actor")},
         ),
-        "actor.scheduling_strategy.target: actor -> critic -> actor: the colocation targets "
+        reason="actor.scheduling_strategy.target: actor -> critic -> actor: the colocation targets "
         "form a cycle",
-        "actor.scheduling_strategy.type=separation",
-        True,
+        hint="actor.scheduling_strategy.type=separation",
+        hint_validates=True,
     ),
-    (
-        # The hint breaks the cycle at critic (created first) by pointing it at the actor:
-        # separating critic would need 8 more GPUs than the cluster has.
-        "cycle on a full cluster",
-        base(
+    BadConfig(
+        name="cycle on a full cluster",
+        cfg=base(
             critic={"backend": "", "scheduling_strategy": colo("ref")},
             ref={"backend": "", "scheduling_strategy": colo("critic")},
         ),
-        "critic.scheduling_strategy.target: critic -> ref -> critic: the colocation targets "
+        reason="critic.scheduling_strategy.target: critic -> ref -> critic: the colocation targets "
         "form a cycle",
-        "critic.scheduling_strategy.target=actor",
-        True,
+        hint="critic.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "chain through an engine that does not fork",
-        base(
+    BadConfig(
+        name="chain through an engine that does not fork",
+        cfg=base(
             critic={"backend": "", "scheduling_strategy": colo("actor", fork=False)},
             ref={"backend": "", "scheduling_strategy": colo("critic")},
         ),
-        "ref.scheduling_strategy.target: ref -> critic: the chain passes through critic, which "
+        reason="ref.scheduling_strategy.target: ref -> critic: the chain passes through critic, which "
         "does not fork",
-        "ref.scheduling_strategy.target=actor",
-        True,
+        hint="ref.scheduling_strategy.target=actor",
+        hint_validates=True,
     ),
-    (
-        "replicas: inference onto training",
-        base(rollout={"backend": "sglang:d4t2", "scheduling_strategy": colo("actor")}),
-        "rollout.backend: rollout -> actor: rollout runs 4 server instances (sglang:d4t2) and "
+    BadConfig(
+        name="replicas: inference onto training",
+        cfg=base(rollout={"backend": "sglang:d4t2", "scheduling_strategy": colo("actor")}),
+        reason="rollout.backend: rollout -> actor: rollout runs 4 server instances (sglang:d4t2) and "
         "actor 8 ranks (fsdp:d8)",
-        "rollout.backend=sglang:d8",
-        True,
+        hint="rollout.backend=sglang:d8",
+        hint_validates=True,
     ),
-    (
-        "replicas: training onto inference with multi-GPU instances",
-        base(
+    BadConfig(
+        name="replicas: training onto inference with multi-GPU instances",
+        cfg=base(
             rollout={"backend": "sglang:d2t4"},
             judge={"backend": "fsdp:d8", "scheduling_strategy": colo("rollout")},
         ),
-        "judge.backend: judge -> rollout: judge runs 8 ranks (fsdp:d8) and rollout 2 server "
+        reason="judge.backend: judge -> rollout: judge runs 8 ranks (fsdp:d8) and rollout 2 server "
         "instances",
-        "rollout.backend=sglang:d8 judge.backend=fsdp:d8",
-        True,
+        hint="rollout.backend=sglang:d8 judge.backend=fsdp:d8",
+        hint_validates=True,
     ),
-    (
-        "GPU count with equal replicas",
-        base(rollout={"backend": "sglang:d8t2", "scheduling_strategy": colo("actor")}),
-        "rollout.backend: rollout -> actor: rollout needs 16 GPUs (sglang:d8t2) and actor has 8",
-        "rollout.backend=sglang:d8",
-        True,
+    BadConfig(
+        name="GPU count with equal replicas",
+        cfg=base(rollout={"backend": "sglang:d8t2", "scheduling_strategy": colo("actor")}),
+        reason="rollout.backend: rollout -> actor: rollout needs 16 GPUs (sglang:d8t2) and actor has 8",
+        hint="rollout.backend=sglang:d8",
+        hint_validates=True,
     ),
-    (
-        "replicas: training onto training",
-        base(critic={"backend": "fsdp:d4", "scheduling_strategy": colo("actor")}),
-        "critic.backend: critic -> actor: critic runs 4 ranks (fsdp:d4) and actor 8 ranks",
-        "critic.backend=fsdp:d8",
-        True,
+    BadConfig(
+        name="replicas: training onto training",
+        cfg=base(critic={"backend": "fsdp:d4", "scheduling_strategy": colo("actor")}),
+        reason="critic.backend: critic -> actor: critic runs 4 ranks (fsdp:d4) and actor 8 ranks",
+        hint="critic.backend=fsdp:d8",
+        hint_validates=True,
     ),
-    (
-        "empty inherit without actor",
-        base(actor=None, critic={"backend": ""}),
-        "critic.backend: an empty critic backend means actor.backend, and there is no actor",
-        "critic.backend=fsdp:d8",
-        True,
+    BadConfig(
+        name="empty inherit without actor",
+        cfg=base(actor=None, critic={"backend": ""}),
+        reason="critic.backend: an empty critic backend means actor.backend, and there is no actor",
+        hint="critic.backend=fsdp:d8",
+        hint_validates=True,
     ),
-    (
-        "nothing built",
-        {"teacher": {"backend": ""}, "cluster": {"n_nodes": 1}},
-        "teacher: the config builds no engine (teacher: disabled: teacher.backend is empty)",
-        "teacher.backend=fsdp:d8",
-        True,
+    BadConfig(
+        name="nothing built",
+        cfg={"teacher": {"backend": ""}, "cluster": {"n_nodes": 1}},
+        reason="teacher: the config builds no engine (teacher: disabled: teacher.backend is empty)",
+        hint="teacher.backend=fsdp:d8",
+        hint_validates=True,
     ),
-    (
-        "extra engine without backend",
-        base(judge={"backend": ""}),
-        "judge.backend: judge needs a backend and none is set",
-        "remove the judge section",
-        False,
+    BadConfig(
+        name="extra engine without backend",
+        cfg=base(judge={"backend": ""}),
+        reason="judge.backend: judge needs a backend and none is set",
+        hint="remove the judge section",
+        hint_validates=False,
     ),
-    (
-        "fork not a bool",
-        base(critic={"backend": "", "scheduling_strategy": {"fork": "maybe"}}),
-        "critic.scheduling_strategy.fork: must be true or false",
-        "fork=true",
-        False,
+    BadConfig(
+        name="fork not a bool",
+        cfg=base(critic={"backend": "", "scheduling_strategy": {"fork": "maybe"}}),
+        reason="critic.scheduling_strategy.fork: must be true or false",
+        hint="fork=true",
+        hint_validates=False,
     ),
-    (
-        "kl_ctl not a number",
-        base(actor={"backend": "fsdp:d8", "kl_ctl": "zero"}, ref={"backend": ""}),
-        "actor.kl_ctl: must be a number",
-        "actor.kl_ctl=0.0",
-        False,
+    BadConfig(
+        name="kl_ctl not a number",
+        cfg=base(actor={"backend": "fsdp:d8", "kl_ctl": "zero"}, ref={"backend": ""}),
+        reason="actor.kl_ctl: must be a number",
+        hint="actor.kl_ctl=0.0",
+        hint_validates=False,
     ),
-    (
-        "negative GPUs per node",
-        base(cluster={"n_nodes": 1, "n_gpus_per_node": -1}),
-        "cluster.n_gpus_per_node: must be a whole number, 0 for a CPU run",
-        "cluster.n_gpus_per_node=8",
-        False,
+    BadConfig(
+        name="negative GPUs per node",
+        cfg=base(cluster={"n_nodes": 1, "n_gpus_per_node": -1}),
+        reason="cluster.n_gpus_per_node: must be a whole number, 0 for a CPU run",
+        hint="cluster.n_gpus_per_node=8",
+        hint_validates=False,
     ),
-    (
-        "role section not a section",
-        base(critic="fsdp:d8"),
-        "critic: the critic engine must be a section",
-        "critic.backend=fsdp:d8",
-        False,
+    BadConfig(
+        name="role section not a section",
+        cfg=base(critic="fsdp:d8"),
+        reason="critic: the critic engine must be a section",
+        hint="critic.backend=fsdp:d8",
+        hint_validates=False,
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("cfg", "reason", "hint", "hint_validates"),
+    BadConfig._fields[1:],
     [row[1:] for row in ERRORS],
-    ids=[row[0] for row in ERRORS],
+    ids=[row.name for row in ERRORS],
 )
 def test_errors(cfg: dict[str, Any], reason: str, hint: str, hint_validates: bool) -> None:
     with pytest.raises(AllocationError) as info:
@@ -380,16 +385,6 @@ def test_errors(cfg: dict[str, Any], reason: str, hint: str, hint_validates: boo
 # ---------------------------------------------------------- the issue's commands
 
 
-def run_train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
 COLOCATE_ROLLOUT = (
     "actor.backend=fsdp:d8",
     "rollout.scheduling_strategy.type=colocation",
@@ -398,8 +393,9 @@ COLOCATE_ROLLOUT = (
 )
 
 
-def test_rollout_colocated_with_the_actor_plans_8_gpus(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+@pytest.mark.e2e
+def test_rollout_colocated_with_the_actor_plans_8_gpus(train: Train) -> None:
+    result = train("rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
     assert result.returncode == 0, result.stderr
     assert "GPUs: 8 used of 8" in result.stdout
     assert "A = actor  fsdp:d8  8 GPUs on node 0, shared with rollout, critic, ref" in (
@@ -407,21 +403,22 @@ def test_rollout_colocated_with_the_actor_plans_8_gpus(tmp_path: Path) -> None:
     )
 
 
-def test_rollout_with_fewer_instances_than_actor_ranks_is_rejected(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "rollout.backend=sglang:d4t2", *COLOCATE_ROLLOUT)
+@pytest.mark.e2e
+def test_rollout_with_fewer_instances_than_actor_ranks_is_rejected(train: Train) -> None:
+    result = train("rollout.backend=sglang:d4t2", *COLOCATE_ROLLOUT)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "rollout runs 4 server instances (sglang:d4t2) and actor 8 ranks" in result.stderr
     hint = result.stderr.split("hint: ", 1)[1]
     assert hint.startswith("rollout.backend=sglang:d8 ")
     # the hint validates
-    fixed = run_train(tmp_path, "rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
+    fixed = train("rollout.backend=sglang:d8", *COLOCATE_ROLLOUT)
     assert fixed.returncode == 0, fixed.stderr
 
 
-def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) -> None:
-    result = run_train(
-        tmp_path,
+@pytest.mark.e2e
+def test_actor_colocated_with_rollout_is_rejected_with_the_swap(train: Train) -> None:
+    result = train(
         "rollout.backend=sglang:d8",
         "actor.backend=fsdp:d8",
         "actor.scheduling_strategy.type=colocation",
@@ -436,8 +433,7 @@ def test_actor_colocated_with_rollout_is_rejected_with_the_swap(tmp_path: Path) 
         "actor.scheduling_strategy.type=separation"
     )
     assert f"hint: colocate rollout with actor instead: {swap}" in result.stderr
-    fixed = run_train(
-        tmp_path,
+    fixed = train(
         "rollout.backend=sglang:d8",
         "actor.backend=fsdp:d8",
         *swap.split(),
@@ -470,6 +466,7 @@ def test_launcher_recognises_configs_by_their_engines() -> None:
     assert not is_areal_config({"db": {"driver": "mysql"}, "sglang": {"model_path": "x"}})
 
 
+@pytest.mark.e2e
 def test_core_modules_do_not_import_hydra() -> None:
     code = (
         "import sys, areal_conf.engines, areal_conf.validate, areal_conf.plan;"

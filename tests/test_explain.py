@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _helpers import CONF, ROOT, Cli, run_cli
 
-from areal_conf.cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = str(ROOT / "conf" / "config.yaml")
+CONFIG = str(CONF / "config.yaml")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_config_prints_table_and_map(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "explain", "--config", CONFIG)
+def test_config_prints_table_and_map(cli: Cli) -> None:
+    code, out, err = cli("explain", "--config", CONFIG)
     assert code == 0, err
     assert "GPUs: 16 used of 16 (2 nodes × 8), 0 idle" in out
     assert "node 0  R R R R R R R R\nnode 1  A A A A A A A A" in out
@@ -30,12 +21,11 @@ def test_config_prints_table_and_map(capsys: pytest.CaptureFixture[str]) -> None
     assert out.index("GPUs: 16 used") < out.index("node 0  R")  # table first, then the map
 
 
-def test_config_directory_and_overrides(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        capsys,
+def test_config_directory_and_overrides(cli: Cli) -> None:
+    code, out, err = cli(
         "explain",
         "-c",
-        str(ROOT / "conf"),
+        str(CONF),
         "rollout.backend=sglang:d3t4",
         "actor.backend=fsdp:d2",
     )
@@ -44,14 +34,14 @@ def test_config_directory_and_overrides(capsys: pytest.CaptureFixture[str]) -> N
     assert ". = idle                  2 GPUs on node 1" in out
 
 
-def test_config_experiment_override(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "explain", "--config", CONFIG, "+experiment=moe_megatron")
+def test_config_experiment_override(cli: Cli) -> None:
+    code, out, err = cli("explain", "--config", CONFIG, "+experiment=moe_megatron")
     assert code == 0, err
     assert "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)" in out
 
 
-def test_config_groups_for_every_training_engine(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "explain", "--config", CONFIG, "--groups")
+def test_config_groups_for_every_training_engine(cli: Cli) -> None:
+    code, out, err = cli("explain", "--config", CONFIG, "--groups")
     assert code == 0, err
     groups = out[out.index("rank groups (engine-local ranks)") :]
     assert "actor: fsdp:d4t2, order tp-cp-ep-dp-pp\n  ranks 0-7 on node 1 GPUs 0-7\n" in groups
@@ -63,10 +53,9 @@ def test_config_groups_for_every_training_engine(capsys: pytest.CaptureFixture[s
 
 
 def test_config_groups_of_separate_engines_and_other_order(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
-    code, out, err = run(
-        capsys,
+    code, out, err = cli(
         "explain",
         "--config",
         CONFIG,
@@ -91,8 +80,8 @@ def test_config_groups_of_separate_engines_and_other_order(
     )
 
 
-def test_spec_with_groups(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "explain", "fsdp:d4t2", "--groups")
+def test_spec_with_groups(cli: Cli) -> None:
+    code, out, err = cli("explain", "fsdp:d4t2", "--groups")
     assert code == 0, err
     assert out.startswith("fsdp:d4t2  (fsdp, training)\n  GPUs: 8\n")
     assert "rank groups (order tp-cp-ep-dp-pp)" in out
@@ -100,26 +89,26 @@ def test_spec_with_groups(capsys: pytest.CaptureFixture[str]) -> None:
     assert "  tp-dp      1 group of 8: [0, 1, 2, 3, 4, 5, 6, 7]" in out
 
 
-def test_spec_without_groups_is_a_description(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "explain", "sglang:d2t4", "megatron:d2p2t4e2")
+def test_spec_without_groups_is_a_description(cli: Cli) -> None:
+    code, out, _ = cli("explain", "sglang:d2t4", "megatron:d2p2t4e2")
     assert code == 0
     assert "2 server instance(s) × 4 GPU(s)" in out
     assert "experts:   edp 4  pp 2  etp 1  ep 2" in out
     assert "rank groups" not in out and "node 0" not in out
 
 
-def test_inference_spec_has_no_groups(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "explain", "sglang:d3t4", "--groups")
+def test_inference_spec_has_no_groups(cli: Cli) -> None:
+    code, out, _ = cli("explain", "sglang:d3t4", "--groups")
     assert code == 0
     assert "rank groups: none (sglang runs 3 independent server instance(s) of 4 GPU(s))" in out
 
 
-def test_spec_placed_alone_on_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "explain", "sglang:d3t4", "--nodes", "2")
+def test_spec_placed_alone_on_a_cluster(cli: Cli) -> None:
+    code, out, err = cli("explain", "sglang:d3t4", "--nodes", "2")
     assert code == 0, err
     assert "node 0  S S S S S S S S\nnode 1  S S S S . . . ." in out
     assert ". = idle                 4 GPUs on node 1" in out
-    code, out, err = run(capsys, "explain", "sglang:d1t16", "--gpus-per-node", "8")
+    code, out, err = cli("explain", "sglang:d1t16", "--gpus-per-node", "8")
     assert code == 0, err
     assert "nodes 0-1  S S S S S S S S" in out
 
@@ -164,10 +153,8 @@ def test_spec_placed_alone_on_a_cluster(capsys: pytest.CaptureFixture[str]) -> N
         ),
     ],
 )
-def test_invalid_input_exits_2_with_a_message(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
-) -> None:
-    code, out, err = run(capsys, *argv)
+def test_invalid_input_exits_2_with_a_message(cli: Cli, argv: list[str], message: str) -> None:
+    code, out, err = cli(*argv)
     assert code == 2
     assert out == ""
     assert err.startswith("error: ")
@@ -175,32 +162,23 @@ def test_invalid_input_exits_2_with_a_message(
     assert "Traceback" not in err
 
 
+@pytest.mark.e2e
 def test_end_to_end_as_a_user_runs_it() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "areal_conf", "explain", "--config", CONFIG, "--groups"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    result = run_cli("explain", "--config", CONFIG, "--groups")
     assert result.returncode == 0, result.stderr
     assert "node 1  A A A A A A A A" in result.stdout
     assert "rank groups (engine-local ranks)" in result.stdout
 
 
+@pytest.mark.e2e
 def test_end_to_end_error_has_no_traceback() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "areal_conf", "explain", "-c", "conf", "actor.backend=fsdp:d4p2"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    result = run_cli("explain", "-c", "conf", "actor.backend=fsdp:d4p2")
     assert result.returncode == 2
     assert "actor.backend: fsdp does not support pipeline" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.e2e
 def test_core_does_not_import_hydra() -> None:
     code = (
         "import sys, areal_conf, areal_conf.cli, areal_conf.explain, areal_conf.report, "

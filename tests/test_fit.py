@@ -8,9 +8,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from _helpers import CONF, ROOT, Train
 
 from areal_conf import AllocationError
 from areal_conf.cli import main
@@ -19,7 +20,6 @@ from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf
 from areal_conf.report import plan_table
 from areal_conf.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
 HF = ROOT / "tests" / "fixtures" / "hf"
 
 # -- model shape -----------------------------------------------------------------------
@@ -133,21 +133,30 @@ def config(**parts: Any) -> dict[str, Any]:
     return cfg
 
 
-ERRORS = [
-    (
-        config(),
-        "actor: fsdp:d8 needs",
-        "the biggest term is",
-        "actor.backend=fsdp:",
+class TooBig(NamedTuple):
+    """A config whose engines do not fit in GPU memory, and what the error says."""
+
+    cfg: dict[str, Any]
+    message: str  # a part of the reason
+    also: str  # a part of the reason or of the hint
+    hint: str  # a part of the hint
+
+
+ERRORS: list[TooBig] = [
+    TooBig(
+        cfg=config(),
+        message="actor: fsdp:d8 needs",
+        also="the biggest term is",
+        hint="actor.backend=fsdp:",
     ),
-    (
-        config(rollout={"backend": "sglang:d8"}),
-        "rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
-        "sglang.mem_fraction_static",
-        "rollout.backend=sglang:",
+    TooBig(
+        cfg=config(rollout={"backend": "sglang:d8"}),
+        message="rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
+        also="sglang.mem_fraction_static",
+        hint="rollout.backend=sglang:",
     ),
-    (
-        config(
+    TooBig(
+        cfg=config(
             actor={"backend": "fsdp:d32"},
             ref={"backend": "", "scheduling_strategy": {"type": "colocation", "target": "actor"}},
             critic={
@@ -156,38 +165,38 @@ ERRORS = [
             },
             cluster={"n_nodes": 5},  # the critic does not train (optimizer: null)
         ),
-        "actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
-        "the biggest term is actor's",
-        "this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
+        message="actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
+        also="the biggest term is actor's",
+        hint="this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
     ),
-    (
-        config(cluster={"gpu_memory_gb": 0}),
-        "cluster.gpu_memory_gb: must be a positive number",
-        "",
-        "cluster.gpu_memory_gb=80",
+    TooBig(
+        cfg=config(cluster={"gpu_memory_gb": 0}),
+        message="cluster.gpu_memory_gb: must be a positive number",
+        also="",
+        hint="cluster.gpu_memory_gb=80",
     ),
-    (
-        config(model={"hf_config": "/nonexistent/config.json"}),
-        "model.hf_config: no file '/nonexistent/config.json'",
-        "",
-        "config.json",
+    TooBig(
+        cfg=config(model={"hf_config": "/nonexistent/config.json"}),
+        message="model.hf_config: no file '/nonexistent/config.json'",
+        also="",
+        hint="config.json",
     ),
-    (
-        config(model={"hidden_size": -1}),
-        "model.hidden_size must be a positive integer or null",
-        "",
-        "model.hidden_size=4096",
+    TooBig(
+        cfg=config(model={"hidden_size": -1}),
+        message="model.hidden_size must be a positive integer or null",
+        also="",
+        hint="model.hidden_size=4096",
     ),
-    (
-        config(model={"hidden_sise": 8192}),
-        "unknown key hidden_sise in the model section",
-        "",
-        "did you mean hidden_size?",
+    TooBig(
+        cfg=config(model={"hidden_sise": 8192}),
+        message="unknown key hidden_sise in the model section",
+        also="",
+        hint="did you mean hidden_size?",
     ),
 ]
 
 
-@pytest.mark.parametrize("cfg, message, also, hint", ERRORS)
+@pytest.mark.parametrize(TooBig._fields, ERRORS)
 def test_memory_errors(cfg: dict[str, Any], message: str, also: str, hint: str) -> None:
     with pytest.raises(AllocationError) as info:
         validate(cfg)
@@ -296,18 +305,11 @@ def test_plan_says_when_memory_is_not_checked() -> None:
 # -- train.py and the CLI, as a user runs them ---------------------------------------------
 
 
-def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
-def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(tmp_path: Path) -> None:
-    rejected = run(tmp_path, "+experiment=llama70b_fsdp")
+@pytest.mark.e2e
+def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(
+    train: Train, tmp_path: Path
+) -> None:
+    rejected = train("+experiment=llama70b_fsdp")
     assert rejected.returncode == 2
     assert "Traceback" not in rejected.stderr
     assert "together need" in rejected.stderr and "GB per GPU" in rejected.stderr
@@ -315,14 +317,15 @@ def test_train_rejects_70b_on_8_gpus_and_the_hinted_layout_passes(tmp_path: Path
     hint = next(line for line in rejected.stderr.splitlines() if line.startswith("hint: "))
     overrides = shlex.split(hint.split("this would fit: ", 1)[1].split(" (", 1)[0])
     assert any(o.startswith("actor.backend=fsdp:") for o in overrides)
-    accepted = run(tmp_path, "+experiment=llama70b_fsdp", *overrides)
+    accepted = train("+experiment=llama70b_fsdp", *overrides)
     assert accepted.returncode == 0, accepted.stderr
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["engines"]["actor"]["memory"]["total"] <= 80
 
 
-def test_train_default_config_passes_and_says_memory_was_not_checked(tmp_path: Path) -> None:
-    done = run(tmp_path)
+@pytest.mark.e2e
+def test_train_default_config_passes_and_says_memory_was_not_checked(train: Train) -> None:
+    done = train()
     assert done.returncode == 0, done.stderr
     assert "memory not checked" in done.stdout
 
@@ -376,7 +379,7 @@ def test_explain_shows_the_breakdown() -> None:
     from areal_conf.explain import explain_config
 
     text = explain_config(
-        ROOT / "conf" / "config.yaml",
+        CONF / "config.yaml",
         [
             f"model.hf_config={HF / 'qwen2_5_7b'}",
             "++actor.gradient_checkpointing=true",
@@ -412,6 +415,7 @@ def test_layouts_fits_hydra_override_lists_fitting_layouts_smallest_first(
     assert override == "actor.backend=" + ",".join(ranked)
 
 
+@pytest.mark.e2e
 def test_the_memory_model_imports_no_hydra() -> None:
     code = (
         "import sys\n"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+from _helpers import compose_config
 
 from areal_conf import parse_backend
 from areal_conf.plan import EnginePlan, Plan
 from areal_conf.report import engine_letters, node_cells, render_gpu_map
 from areal_conf.validate import validate
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 COLOCATED = {"type": "colocation", "target": "actor"}
 SEPARATE = {"type": "separation"}
@@ -35,12 +34,7 @@ def plan_of(
 
 
 def test_default_config_map() -> None:
-    from hydra import compose, initialize_config_dir
-
-    from areal_conf.hydra_compat import VERSION_BASE
-
-    with initialize_config_dir(config_dir=str(CONF), **VERSION_BASE):
-        plan = validate(compose("config"))
+    plan = validate(compose_config())
     assert render_gpu_map(plan) == (
         "GPU     0 1 2 3 4 5 6 7\n"
         "node 0  R R R R R R R R\n"

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from _helpers import Train, compose_config
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
-from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
 
-
-@pytest.fixture
-def cfg_of() -> Iterator[object]:
-    with initialize_config_dir(config_dir=str(CONF), **VERSION_BASE):
-        yield lambda *overrides: compose("config", overrides=list(overrides))
-
-
-def test_default_config_plan(cfg_of) -> None:  # type: ignore[no-untyped-def]
-    plan = validate(cfg_of())
+def test_default_config_plan() -> None:
+    plan = validate(compose_config())
     assert (plan.used_gpus, plan.available_gpus, plan.idle_gpus) == (16, 16, 0)
     assert plan.gpus_by_engine() == {"rollout": 8, "actor": 8, "critic": 8, "ref": 8}
     assert plan.engines["critic"].inherited_from == "actor"
@@ -36,8 +23,8 @@ def test_default_config_plan(cfg_of) -> None:  # type: ignore[no-untyped-def]
     assert plan.engines["critic"].slots == plan.engines["actor"].slots
 
 
-def test_allocation_nodes_resolve(cfg_of) -> None:  # type: ignore[no-untyped-def]
-    cfg = cfg_of("actor.backend=megatron:d2p2t4e4", "cluster.n_nodes=4")
+def test_allocation_nodes_resolve() -> None:
+    cfg = compose_config("actor.backend=megatron:d2p2t4e4", "cluster.n_nodes=4")
     OmegaConf.resolve(cfg)
     assert cfg.actor.allocation == {
         "spec": "megatron:d2p2t4e4",
@@ -56,8 +43,8 @@ def test_allocation_nodes_resolve(cfg_of) -> None:  # type: ignore[no-untyped-de
     assert cfg.rollout.allocation.dp == 2
 
 
-def test_allocation_node_is_null_for_engines_not_built(cfg_of) -> None:  # type: ignore[no-untyped-def]
-    cfg = cfg_of(
+def test_allocation_node_is_null_for_engines_not_built() -> None:
+    cfg = compose_config(
         "+teacher.backend=", "+teacher.allocation=${areal.allocation:}", "+actor.kl_ctl=0.0"
     )
     OmegaConf.resolve(cfg)
@@ -165,21 +152,21 @@ def test_resolvers_register_idempotently_and_silently() -> None:
         ),
     ],
 )
-def test_validation_errors(cfg_of, overrides: list[str], message: str, hint: str) -> None:  # type: ignore[no-untyped-def]
+def test_validation_errors(overrides: list[str], message: str, hint: str) -> None:
     with pytest.raises(AllocationError) as info:
-        validate(cfg_of(*overrides))
+        validate(compose_config(*overrides))
     assert message in info.value.reason
     assert hint in info.value.hint
 
 
 @pytest.mark.parametrize("experiment", ["moe_megatron", "ppo_separate_critic", "distillation"])
-def test_experiments_validate(cfg_of, experiment: str) -> None:  # type: ignore[no-untyped-def]
-    plan = validate(cfg_of(f"+experiment={experiment}"))
+def test_experiments_validate(experiment: str) -> None:
+    plan = validate(compose_config(f"+experiment={experiment}"))
     assert plan.used_gpus <= plan.available_gpus
 
 
-def test_moe_experiment_uses_the_hybrid_form(cfg_of) -> None:  # type: ignore[no-untyped-def]
-    plan = validate(cfg_of("+experiment=moe_megatron"))
+def test_moe_experiment_uses_the_hybrid_form() -> None:
+    plan = validate(compose_config("+experiment=moe_megatron"))
     actor = plan.engines["actor"].allocation
     assert actor is not None and str(actor) == "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
     assert actor.world_size == 32
@@ -204,24 +191,9 @@ def test_validate_accepts_plain_mappings() -> None:
 # -- train.py as a user runs it ---------------------------------------------------------
 
 
-def run_train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            *args,
-            f"hydra.run.dir={tmp_path}/run",
-            f"hydra.sweep.dir={tmp_path}/multi",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-
-
-def test_train_default_prints_and_writes_plan(tmp_path: Path) -> None:
-    result = run_train(tmp_path)
+@pytest.mark.e2e
+def test_train_default_prints_and_writes_plan(train: Train, tmp_path: Path) -> None:
+    result = train()
     assert result.returncode == 0, result.stderr
     assert "GPUs: 16 used of 16" in result.stdout
     # the per-node GPU map follows the plan table
@@ -232,12 +204,14 @@ def test_train_default_prints_and_writes_plan(tmp_path: Path) -> None:
     assert plan["engines"]["rollout"]["gpus"] == 8 and plan["engines"]["actor"]["gpus"] == 8
 
 
-def test_train_overrides(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "rollout.backend=sglang:d4t2", "cluster.n_nodes=3")
+@pytest.mark.e2e
+def test_train_overrides(train: Train) -> None:
+    result = train("rollout.backend=sglang:d4t2", "cluster.n_nodes=3")
     assert result.returncode == 0, result.stderr
     assert "GPUs: 16 used of 24" in result.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
@@ -250,17 +224,19 @@ def test_train_overrides(tmp_path: Path) -> None:
         ("rollout.backend=sglang:d4t4", "need 24 GPUs"),
     ],
 )
-def test_train_rejects_without_traceback(tmp_path: Path, override: str, expected: str) -> None:
-    result = run_train(tmp_path, override)
+def test_train_rejects_without_traceback(
+    train: Train, tmp_path: Path, override: str, expected: str
+) -> None:
+    result = train(override)
     assert result.returncode != 0
     assert expected in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not (tmp_path / "run" / "allocation_plan.json").exists()
 
 
-def test_train_hybrid_override_quoted(tmp_path: Path) -> None:
-    result = run_train(
-        tmp_path,
+@pytest.mark.e2e
+def test_train_hybrid_override_quoted(train: Train) -> None:
+    result = train(
         "actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'",
         "rollout.backend=sglang:d4t8",
         "cluster.n_nodes=8",
@@ -269,8 +245,9 @@ def test_train_hybrid_override_quoted(tmp_path: Path) -> None:
     assert "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)" in result.stdout
 
 
-def test_train_cfg_job_resolve_shows_allocations(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "--cfg", "job", "--resolve")
+@pytest.mark.e2e
+def test_train_cfg_job_resolve_shows_allocations(train: Train) -> None:
+    result = train("--cfg", "job", "--resolve")
     assert result.returncode == 0, result.stderr
     shown = OmegaConf.create(result.stdout)
     for engine in ("rollout", "actor", "critic", "ref"):
@@ -278,17 +255,19 @@ def test_train_cfg_job_resolve_shows_allocations(tmp_path: Path) -> None:
     assert "teacher" not in shown
 
 
-def test_train_multirun_runs_two_jobs(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "-m", "actor.backend=fsdp:d8,fsdp:d4t2")
+@pytest.mark.e2e
+def test_train_multirun_runs_two_jobs(train: Train, sweep_dir: Path) -> None:
+    result = train("-m", "actor.backend=fsdp:d8,fsdp:d4t2")
     assert result.returncode == 0, result.stderr
-    plans = sorted((tmp_path / "multi").glob("*/allocation_plan.json"))
+    plans = sorted(sweep_dir.glob("*/allocation_plan.json"))
     assert len(plans) == 2
     backends = {json.loads(p.read_text())["engines"]["actor"]["spec"] for p in plans}
     assert backends == {"fsdp:d8", "fsdp:d4t2"}
 
 
-def test_train_multirun_bad_job_no_traceback(tmp_path: Path) -> None:
-    result = run_train(tmp_path, "-m", "actor.backend=d4t2", "hydra/launcher=basic")
+@pytest.mark.e2e
+def test_train_multirun_bad_job_no_traceback(train: Train) -> None:
+    result = train("-m", "actor.backend=d4t2", "hydra/launcher=basic")
     assert result.returncode != 0
     assert "no backend prefix" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -17,11 +17,11 @@ import pickle
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import ROOT, Train, job_dirs, run_python, user_env
 from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
 from hydra.errors import ConfigCompositionException
@@ -39,7 +39,6 @@ from hydra_plugins.areal_conf_plugin import _core
 from hydra_plugins.areal_conf_plugin._configs import AReaLLauncherConf
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
-ROOT = Path(__file__).resolve().parent.parent
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
 
 
@@ -61,11 +60,13 @@ def test_discovery() -> None:
     assert f"{AReaLLauncher.__module__}.{AReaLLauncher.__name__}" in names
 
 
+@pytest.mark.e2e  # real sweeps through a real launcher, in this process
 @pytest.mark.parametrize("launcher_name, overrides", [("areal", [])])
 class TestAReaLLauncher(LauncherTestSuite):
     """Hydra's launcher suite through ``areal`` + the basic inner launcher."""
 
 
+@pytest.mark.e2e  # real sweeps through a real launcher, in this process
 @pytest.mark.parametrize(
     "launcher_name, overrides", [("areal", ["hydra.sweeper.max_batch_size=2"])]
 )
@@ -73,6 +74,7 @@ class TestAReaLLauncherBatched(BatchedSweeperTestSuite):
     """Several batches: job numbers continue across batches."""
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "task_launcher_cfg, extra_flags",
     [
@@ -148,12 +150,6 @@ def app_dir(tmp_path: Path) -> Path:
     return app
 
 
-def job_dirs(sweep_dir: Path) -> list[str]:
-    if not sweep_dir.exists():
-        return []
-    return sorted(p.name for p in sweep_dir.iterdir() if p.is_dir())
-
-
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -175,6 +171,7 @@ def sweep(runner: TSweepRunner, app: Path, overrides: list[str], sweep_dir: Path
     )
 
 
+@pytest.mark.e2e  # real sweeps through a real launcher, in this process
 @pytest.mark.usefixtures("hydra_restore_singletons")
 class TestValidation:
     def test_valid_batch_runs_every_job(
@@ -582,6 +579,7 @@ def test_overrides_are_shown_as_typed(sweeper_form: str, shown: str) -> None:
 # --------------------------------------------------------------- plugin module weight
 
 
+@pytest.mark.e2e
 def test_plugin_module_is_light() -> None:
     code = textwrap.dedent(
         """
@@ -598,8 +596,9 @@ def test_plugin_module_is_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_info_plugins_lists_areal() -> None:
-    out = run_train(["--info", "plugins"])
+@pytest.mark.e2e
+def test_info_plugins_lists_areal(train: Train) -> None:
+    out = train("--info", "plugins")
     assert out.returncode == 0, out.stderr
     # the plugin list; Hydra's timing table below it omits modules faster than 0.5 ms
     assert "\t\tAReaLLauncher\n" in out.stdout
@@ -609,15 +608,10 @@ def test_info_plugins_lists_areal() -> None:
 
 
 def run_app(app: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(app / "app.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=app,
-        timeout=300,
-    )
+    return run_python(app / "app.py", *args, cwd=app)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "inner, extra",
     [
@@ -647,6 +641,7 @@ def test_real_multirun_through_inner_launcher(
         assert (sweep_dir / str(num) / ".hydra" / "config.yaml").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("inner", ["joblib", "submitit_local"])
 def test_real_inner_launcher_runs_nothing_on_a_bad_job(
     app_dir: Path, tmp_path: Path, inner: str
@@ -673,31 +668,12 @@ def test_real_inner_launcher_runs_nothing_on_a_bad_job(
 # --------------------------------------------------------------- train.py end to end
 
 
-def run_train(args: list[str]) -> subprocess.CompletedProcess[str]:
-    if not (ROOT / "train.py").exists():
-        pytest.skip("train.py not present")
-    return subprocess.run(
-        [sys.executable, "train.py", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
-@pytest.fixture
-def sweep_dir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path / "sweep"
-
-
-def test_train_sweep_with_bare_dims_runs_nothing(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,d4t2,fsdp:d4t2",
-            "hydra/launcher=areal",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_sweep_with_bare_dims_runs_nothing(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        "actor.backend=fsdp:d8,d4t2,fsdp:d4t2",
+        "hydra/launcher=areal",
     )
     assert out.returncode != 0
     assert "#1 actor.backend=d4t2" in out.stderr
@@ -709,38 +685,27 @@ def test_train_sweep_with_bare_dims_runs_nothing(sweep_dir: Path) -> None:
     assert "GPUs:" not in out.stdout  # no plan table: the task never ran
 
 
-def test_train_sweep_without_the_bad_value_runs_two_jobs(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,fsdp:d4t2",
-            "hydra/launcher=areal",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
-    )
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("launcher", "warnings"),
+    [pytest.param("areal", 0, id="validating"), pytest.param("basic", 1, id="plain")],
+)
+def test_train_sweep_of_valid_jobs_runs_every_job(
+    train: Train, sweep_dir: Path, launcher: str, warnings: int
+) -> None:
+    """Either launcher runs both jobs; only a plain one says, once, that it did not
+    validate them first and names the launcher that does."""
+    out = train("-m", "actor.backend=fsdp:d8,fsdp:d4t2", f"hydra/launcher={launcher}")
     assert out.returncode == 0, out.stderr
     assert job_dirs(sweep_dir) == ["0", "1"]
     for num in (0, 1):
         assert (sweep_dir / str(num) / "allocation_plan.json").exists()
     assert out.stdout.count("plan written") == 2
-
-
-def test_train_sweep_through_a_plain_launcher_says_once_that_it_is_not_validated(
-    sweep_dir: Path,
-) -> None:
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,fsdp:d4t2",
-            "hydra/launcher=basic",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
-    )
-    assert out.returncode == 0, out.stderr
     logs = out.stdout + out.stderr
-    assert logs.count("which does not validate it first") == 1
-    assert "To check every job before any starts, use hydra/launcher=areal\n" in logs
-    assert out.stdout.count("plan written") == 2
+    assert logs.count("which does not validate it first") == warnings
+    assert logs.count("To check every job before any starts, use hydra/launcher=areal\n") == (
+        warnings
+    )
 
 
 @pytest.mark.parametrize(
@@ -785,15 +750,13 @@ def test_the_plain_launcher_warning_names_the_validating_equivalent(
             assert warning.endswith(f"use {fix}")
 
 
-def test_train_dry_run_prints_both_jobs_and_runs_neither(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,fsdp:d4t2",
-            "hydra/launcher=areal",
-            "hydra.launcher.dry_run=true",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_dry_run_prints_both_jobs_and_runs_neither(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        "actor.backend=fsdp:d8,fsdp:d4t2",
+        "hydra/launcher=areal",
+        "hydra.launcher.dry_run=true",
     )
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("#")]
@@ -807,31 +770,27 @@ def test_train_dry_run_prints_both_jobs_and_runs_neither(sweep_dir: Path) -> Non
     assert "plan written" not in out.stdout
 
 
-def test_train_dry_run_of_the_quoted_hybrid_form(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            f"actor.backend=fsdp:d8,'{HYBRID}'",
-            "cluster.n_nodes=5",
-            "hydra/launcher=areal",
-            "hydra.launcher.dry_run=true",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_dry_run_of_the_quoted_hybrid_form(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        f"actor.backend=fsdp:d8,'{HYBRID}'",
+        "cluster.n_nodes=5",
+        "hydra/launcher=areal",
+        "hydra.launcher.dry_run=true",
     )
     assert out.returncode == 0, out.stderr
     assert f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : rollout 8, actor 32" in out.stdout
     assert "| 40 of 40 GPUs" in out.stdout
 
 
-def test_train_sweep_rejects_allocation_mode_in_every_job(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,fsdp:d4t2",
-            "allocation_mode=sglang:d4t2+fsdp:d8",
-            "hydra/launcher=areal",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_sweep_rejects_allocation_mode_in_every_job(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        "actor.backend=fsdp:d8,fsdp:d4t2",
+        "allocation_mode=sglang:d4t2+fsdp:d8",
+        "hydra/launcher=areal",
     )
     assert out.returncode != 0
     assert "2 of 2 jobs failed validation" in out.stderr
@@ -860,6 +819,7 @@ def optuna_sweep(app: Path, sweep_dir: Path, *extra: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.e2e
 def test_optuna_gets_invalid_jobs_back_as_failed_trials(app_dir: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     out = optuna_sweep(app_dir, sweep_dir, "hydra.sweeper.max_failure_rate=1.0")
@@ -878,6 +838,7 @@ def test_optuna_gets_invalid_jobs_back_as_failed_trials(app_dir: Path, tmp_path:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.e2e
 def test_optuna_failure_budget_applies_to_invalid_jobs(app_dir: Path, tmp_path: Path) -> None:
     # Optuna's default max_failure_rate is 0: the first invalid job ends the study with
     # our message, which claims only that this job was not run.
@@ -889,6 +850,7 @@ def test_optuna_failure_budget_applies_to_invalid_jobs(app_dir: Path, tmp_path: 
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.e2e
 def test_on_invalid_stop_with_an_adaptive_sweeper_says_what_ran(
     app_dir: Path, tmp_path: Path
 ) -> None:
@@ -899,6 +861,7 @@ def test_on_invalid_stop_with_an_adaptive_sweeper_says_what_ran(
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.e2e
 def test_on_invalid_rejects_unknown_values(app_dir: Path, tmp_path: Path) -> None:
     out = run_app(
         app_dir,
@@ -915,31 +878,25 @@ def test_on_invalid_rejects_unknown_values(app_dir: Path, tmp_path: Path) -> Non
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.e2e
 def test_tab_completion_offers_the_short_names() -> None:
-    env = {**os.environ, "COMP_LINE": "python train.py hydra/launcher=areal"}
-    out = subprocess.run(
-        [sys.executable, "train.py", "-sc", "query=bash"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
+    env = user_env(COMP_LINE="python train.py hydra/launcher=areal")
+    out = run_python("train.py", "-sc", "query=bash", env=env)
     assert out.returncode == 0, out.stderr
     offered = out.stdout.split()
     for name in ("areal", "areal_joblib", "areal_submitit_local", "areal_submitit_slurm"):
         assert f"hydra/launcher={name}" in offered
 
 
-def test_train_batched_sweep_with_a_bad_last_job_runs_nothing(sweep_dir: Path) -> None:
+@pytest.mark.e2e
+def test_train_batched_sweep_with_a_bad_last_job_runs_nothing(
+    train: Train, sweep_dir: Path
+) -> None:
     # the issue's command: one job per batch, the bad job last
-    out = run_train(
-        [
-            "-m",
-            "actor.backend=fsdp:d8,fsdp:d4t2,d4t2",
-            "hydra.sweeper.max_batch_size=1",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+    out = train(
+        "-m",
+        "actor.backend=fsdp:d8,fsdp:d4t2,d4t2",
+        "hydra.sweeper.max_batch_size=1",
     )
     assert out.returncode == 2
     assert "areal launcher: 1 of 3 jobs of the sweep failed validation; no job was launched." in (

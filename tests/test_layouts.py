@@ -59,17 +59,31 @@ def brute_force(
     return found
 
 
+def case(
+    *,
+    backend: str,
+    gpus: int,
+    model: dict[str, int | None] | None = None,
+    max_tp: int | None = None,
+    count: int | None = None,
+    id: str,
+) -> Any:
+    """A row of CASES: ``layouts(backend, gpus, model=..., max_tp=...)``, and how many
+    layouts it lists when ``count`` is given."""
+    return pytest.param(backend, gpus, model, max_tp, count, id=id)
+
+
 CASES = [
-    pytest.param("fsdp", 8, None, None, 10, id="fsdp-8"),
-    pytest.param("megatron", 16, None, None, None, id="megatron-16-no-model"),
-    pytest.param("megatron", 16, DENSE, None, None, id="megatron-16-dense"),
-    pytest.param("megatron", 16, MOE, None, None, id="megatron-16-moe"),
-    pytest.param("megatron", 16, MOE, 2, None, id="megatron-16-moe-max-tp-2"),
-    pytest.param("archon", 16, MOE_16, None, None, id="archon-16-moe"),
-    pytest.param("archon", 12, MOE, None, None, id="archon-12-moe"),
-    pytest.param("sglang", 8, None, 4, 9, id="sglang-8-max-tp-4"),
-    pytest.param("vllm", 12, DENSE, None, None, id="vllm-12-dense"),
-    pytest.param("fsdp", 16, MOE, None, None, id="fsdp-16-moe-has-no-experts"),
+    case(backend="fsdp", gpus=8, count=10, id="fsdp-8"),
+    case(backend="megatron", gpus=16, id="megatron-16-no-model"),
+    case(backend="megatron", gpus=16, model=DENSE, id="megatron-16-dense"),
+    case(backend="megatron", gpus=16, model=MOE, id="megatron-16-moe"),
+    case(backend="megatron", gpus=16, model=MOE, max_tp=2, id="megatron-16-moe-max-tp-2"),
+    case(backend="archon", gpus=16, model=MOE_16, id="archon-16-moe"),
+    case(backend="archon", gpus=12, model=MOE, id="archon-12-moe"),
+    case(backend="sglang", gpus=8, max_tp=4, count=9, id="sglang-8-max-tp-4"),
+    case(backend="vllm", gpus=12, model=DENSE, id="vllm-12-dense"),
+    case(backend="fsdp", gpus=16, model=MOE, id="fsdp-16-moe-has-no-experts"),
 ]
 
 

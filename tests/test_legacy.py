@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import pathlib
 import random
 import shlex
 import shutil
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from _helpers import compose_config
 
 from areal_conf.errors import AllocationError
 from areal_conf.legacy import migrate_allocation_mode, migration_yaml
@@ -155,71 +155,111 @@ def test_migrated_overrides_parse_in_hydra_as_canonical_values(
 
 def test_migrated_hybrid_composes_as_is() -> None:
     """The issue's example: Hydra's compose API takes the hybrid translation as it is."""
-    from hydra import compose, initialize_config_dir
-
     import areal_conf.config  # noqa: F401
-    from areal_conf.hydra_compat import VERSION_BASE
 
-    conf = pathlib.Path(__file__).resolve().parents[1] / "conf"
     overrides = migrate_allocation_mode("sglang:d4p2t2+megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)")
-    with initialize_config_dir(config_dir=str(conf), **VERSION_BASE):
-        cfg = compose("config", overrides=overrides)
+    cfg = compose_config(*overrides)
     assert cfg.actor.backend == "megatron:(attn:d2p2t2c2|ffn:d2p2t2e2)"
     assert cfg.rollout.backend == "sglang:d4p2t2"
 
 
-ERRORS: list[tuple[object, int | None, str]] = [
-    # (legacy, position, message fragment)
-    ("fsdp[policy]:d4", 5, "unknown component name 'policy'"),
-    ("sglang[r]:d2+fsdp[a]:d4", 7, "did you mean rollout"),
-    ("sglang:d2+fsdp[c]:d4", 15, "did you mean critic"),
-    ("sglang[actor]:d2", 7, "'actor' is a training engine"),
-    ("fsdp[rollout]:d2", 5, "'rollout' is an inference engine"),
-    ("[rollout]:d2", 1, "'rollout' is an inference engine"),
-    ("fsdp[]:d4", 5, "empty component name"),
-    ("fsdp[actor]:d4+fsdp[actor]:d4", 20, "engine 'actor' appears twice"),
+class BadLegacy(NamedTuple):
+    """An allocation_mode string the migration rejects, and where and why."""
+
+    legacy: object  # the allocation_mode value
+    position: int | None  # where the caret points (None: no caret line)
+    fragment: str  # a part of the message
+
+
+ERRORS: list[BadLegacy] = [
+    BadLegacy(legacy="fsdp[policy]:d4", position=5, fragment="unknown component name 'policy'"),
+    BadLegacy(legacy="sglang[r]:d2+fsdp[a]:d4", position=7, fragment="did you mean rollout"),
+    BadLegacy(legacy="sglang:d2+fsdp[c]:d4", position=15, fragment="did you mean critic"),
+    BadLegacy(legacy="sglang[actor]:d2", position=7, fragment="'actor' is a training engine"),
+    BadLegacy(legacy="fsdp[rollout]:d2", position=5, fragment="'rollout' is an inference engine"),
+    BadLegacy(legacy="[rollout]:d2", position=1, fragment="'rollout' is an inference engine"),
+    BadLegacy(legacy="fsdp[]:d4", position=5, fragment="empty component name"),
+    BadLegacy(
+        legacy="fsdp[actor]:d4+fsdp[actor]:d4", position=20, fragment="engine 'actor' appears twice"
+    ),
     # A second unnamed training component is ambiguous (AReaL: "ambiguous 'train'").
-    ("sglang:d2+fsdp:d4+fsdp:d4", 18, "second unnamed training component"),
-    ("sglang:d2+fsdp:d4+fsdp:d4", 18, "fsdp[critic]:d4"),
-    ("fsdp:d4+fsdp[actor]:d4", 0, "'actor' is named elsewhere"),
-    ("sglang:d2+vllm:d2", 10, "second inference component"),
-    ("sglang[rollout]:d2+vllm:d2", 19, "second inference component"),
+    BadLegacy(
+        legacy="sglang:d2+fsdp:d4+fsdp:d4",
+        position=18,
+        fragment="second unnamed training component",
+    ),
+    BadLegacy(legacy="sglang:d2+fsdp:d4+fsdp:d4", position=18, fragment="fsdp[critic]:d4"),
+    BadLegacy(legacy="fsdp:d4+fsdp[actor]:d4", position=0, fragment="'actor' is named elsewhere"),
+    BadLegacy(legacy="sglang:d2+vllm:d2", position=10, fragment="second inference component"),
+    BadLegacy(
+        legacy="sglang[rollout]:d2+vllm:d2", position=19, fragment="second inference component"
+    ),
     # Errors inside a component point into the whole string.
-    ("sglang:d4t2+fsdp:d4p2", 19, "fsdp does not support pipeline parallelism"),
-    ("sglang:d4+fdsp:d8", 10, "unknown backend 'fdsp'"),
-    ("sglang:d4+FSDP[actor]:d8", 10, "unknown backend 'FSDP'"),
-    ("sglang:d4+fsdp:d2d4", 17, "duplicate dimension 'd'"),
-    ("sglang:d4+fsdp:d0", 16, "at least 1"),
-    ("sglang:d4+fsdp.d8", 14, "'.' between backend and dimensions"),
-    ("sglang:d4+d\u0664", 11, "not an ASCII digit"),
-    ("sglang:d4+fsdp:", 15, "missing dimensions"),
-    ("sglang:d4c2+fsdp:d8", 9, "sglang does not support context parallelism"),
-    ("vllm:d2+megatron:(attn:d4|ffn:d2)", 30, "world sizes differ"),
-    ("vllm:d2+megatron:(attn:d4e2|ffn:d2)", 25, "not allowed in the attn section"),
-    ("vllm:d2+fsdp:(attn:d4|ffn:e2)", 13, "fsdp does not support the hybrid"),
-    ("vllm:d2+megatron:(attn:d4|x:d2)", 26, "expected the section label 'ffn:'"),
+    BadLegacy(
+        legacy="sglang:d4t2+fsdp:d4p2",
+        position=19,
+        fragment="fsdp does not support pipeline parallelism",
+    ),
+    BadLegacy(legacy="sglang:d4+fdsp:d8", position=10, fragment="unknown backend 'fdsp'"),
+    BadLegacy(legacy="sglang:d4+FSDP[actor]:d8", position=10, fragment="unknown backend 'FSDP'"),
+    BadLegacy(legacy="sglang:d4+fsdp:d2d4", position=17, fragment="duplicate dimension 'd'"),
+    BadLegacy(legacy="sglang:d4+fsdp:d0", position=16, fragment="at least 1"),
+    BadLegacy(
+        legacy="sglang:d4+fsdp.d8", position=14, fragment="'.' between backend and dimensions"
+    ),
+    BadLegacy(legacy="sglang:d4+d\u0664", position=11, fragment="not an ASCII digit"),
+    BadLegacy(legacy="sglang:d4+fsdp:", position=15, fragment="missing dimensions"),
+    BadLegacy(
+        legacy="sglang:d4c2+fsdp:d8",
+        position=9,
+        fragment="sglang does not support context parallelism",
+    ),
+    BadLegacy(
+        legacy="vllm:d2+megatron:(attn:d4|ffn:d2)", position=30, fragment="world sizes differ"
+    ),
+    BadLegacy(
+        legacy="vllm:d2+megatron:(attn:d4e2|ffn:d2)",
+        position=25,
+        fragment="not allowed in the attn section",
+    ),
+    BadLegacy(
+        legacy="vllm:d2+fsdp:(attn:d4|ffn:e2)",
+        position=13,
+        fragment="fsdp does not support the hybrid",
+    ),
+    BadLegacy(
+        legacy="vllm:d2+megatron:(attn:d4|x:d2)",
+        position=26,
+        fragment="expected the section label 'ffn:'",
+    ),
     # Structure.
-    ("sglang:d4+", 9, "empty component after '+'"),
-    ("+fsdp:d4", 0, "empty component before '+'"),
-    ("sglang:d4||fsdp:d4", 10, "empty component before '|'"),
-    ("sglang:d4+  +fsdp:d4", 12, "empty component"),
-    ("vllm:d2+megatron:(attn:d4|ffn:d2", 17, "'(' is never closed"),
-    ("vllm:d2)+fsdp:d4", 7, "')' without '('"),
-    ("fsdp[actor:d4", 4, "unexpected '['"),
-    ("fsdp:d4]", 7, "unexpected ']'"),
-    ("sglang:d4+[critic].d4", 18, "expected ':' after the component name"),
-    ("fsdp[actor]:d4|eval", 15, "'eval' cannot be colocated"),
-    ("eval", None, "names no engine"),
+    BadLegacy(legacy="sglang:d4+", position=9, fragment="empty component after '+'"),
+    BadLegacy(legacy="+fsdp:d4", position=0, fragment="empty component before '+'"),
+    BadLegacy(legacy="sglang:d4||fsdp:d4", position=10, fragment="empty component before '|'"),
+    BadLegacy(legacy="sglang:d4+  +fsdp:d4", position=12, fragment="empty component"),
+    BadLegacy(
+        legacy="vllm:d2+megatron:(attn:d4|ffn:d2", position=17, fragment="'(' is never closed"
+    ),
+    BadLegacy(legacy="vllm:d2)+fsdp:d4", position=7, fragment="')' without '('"),
+    BadLegacy(legacy="fsdp[actor:d4", position=4, fragment="unexpected '['"),
+    BadLegacy(legacy="fsdp:d4]", position=7, fragment="unexpected ']'"),
+    BadLegacy(
+        legacy="sglang:d4+[critic].d4",
+        position=18,
+        fragment="expected ':' after the component name",
+    ),
+    BadLegacy(legacy="fsdp[actor]:d4|eval", position=15, fragment="'eval' cannot be colocated"),
+    BadLegacy(legacy="eval", position=None, fragment="names no engine"),
     # Colocated components share GPUs: world sizes must match (AReaL rejects too).
-    ("sglang:d2|fsdp:d4", 10, "needs 4 GPUs, not 2"),
-    ("", None, "empty allocation_mode"),
-    ("  ", None, "empty allocation_mode"),
-    (8, None, "must be a string"),
-    (None, None, "must be a string"),
+    BadLegacy(legacy="sglang:d2|fsdp:d4", position=10, fragment="needs 4 GPUs, not 2"),
+    BadLegacy(legacy="", position=None, fragment="empty allocation_mode"),
+    BadLegacy(legacy="  ", position=None, fragment="empty allocation_mode"),
+    BadLegacy(legacy=8, position=None, fragment="must be a string"),
+    BadLegacy(legacy=None, position=None, fragment="must be a string"),
 ]
 
 
-@pytest.mark.parametrize(("legacy", "position", "fragment"), ERRORS)
+@pytest.mark.parametrize(BadLegacy._fields, ERRORS)
 def test_migrate_errors(legacy: object, position: int | None, fragment: str) -> None:
     with pytest.raises(AllocationError) as info:
         migrate_allocation_mode(legacy)  # type: ignore[arg-type]
@@ -255,6 +295,7 @@ def test_large_inputs_are_rejected_quickly() -> None:
         migrate_allocation_mode("+".join(["fsdp:d4"] * 50_000))
 
 
+@pytest.mark.e2e
 def test_legacy_module_does_not_import_hydra() -> None:
     code = (
         "import sys, areal_conf.legacy as m\n"
@@ -363,6 +404,7 @@ def test_format_overrides_random_values() -> None:
     _round_trip(overrides)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
 def test_format_overrides_real_shell() -> None:
     overrides = [f"a.b={v}" for v in TRICKY_VALUES] + [f"actor.backend={HYBRID}"]

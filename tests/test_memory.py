@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -176,16 +176,36 @@ def megatron_reference(
     return (tp_most + replicated_most) * per_param(dp) + expert_most * per_param(edp)
 
 
-@pytest.mark.parametrize(
-    "model, spec, tp, pp, dp, ep, etp",
-    [
-        ("llama3_70b", "megatron:d4p4t4", 4, 4, 4, 1, 1),
-        ("llama3_70b", "megatron:d8t8", 8, 1, 8, 1, 1),
-        ("qwen2_5_7b", "megatron:d2p2t2", 2, 2, 2, 1, 1),
-        ("mixtral_8x7b", "megatron:d4p2t2e4", 2, 2, 4, 4, 1),
-        ("qwen3_30b_a3b", "megatron:(attn:d4p2t2|ffn:p2t2e4)", 2, 2, 4, 4, 2),
-    ],
-)
+class MegatronSizes(NamedTuple):
+    """A megatron layout of a shipped model and its group sizes, written out by hand."""
+
+    model: str  # a config in tests/fixtures/hf
+    spec: str
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    etp: int
+
+
+MEGATRON_SIZES: list[MegatronSizes] = [
+    MegatronSizes(model="llama3_70b", spec="megatron:d4p4t4", tp=4, pp=4, dp=4, ep=1, etp=1),
+    MegatronSizes(model="llama3_70b", spec="megatron:d8t8", tp=8, pp=1, dp=8, ep=1, etp=1),
+    MegatronSizes(model="qwen2_5_7b", spec="megatron:d2p2t2", tp=2, pp=2, dp=2, ep=1, etp=1),
+    MegatronSizes(model="mixtral_8x7b", spec="megatron:d4p2t2e4", tp=2, pp=2, dp=4, ep=4, etp=1),
+    MegatronSizes(
+        model="qwen3_30b_a3b",
+        spec="megatron:(attn:d4p2t2|ffn:p2t2e4)",
+        tp=2,
+        pp=2,
+        dp=4,
+        ep=4,
+        etp=2,
+    ),
+]
+
+
+@pytest.mark.parametrize(MegatronSizes._fields, MEGATRON_SIZES)
 @pytest.mark.parametrize("dist", [True, False])
 def test_megatron_weights_and_optimizer(
     model: str, spec: str, tp: int, pp: int, dp: int, ep: int, etp: int, dist: bool

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -243,21 +244,49 @@ def test_returns_fresh_lists() -> None:
 DEFAULT = megatron(dp=2, pp=2, tp=2)
 
 
-@pytest.mark.parametrize(
-    ("order", "position", "message", "hint"),
-    [
-        ("tp-cp-ep-dp-xx", 12, "unknown parallelism 'xx'", "joined by '-'"),
-        ("tp-cp-ep-dp-pp-", 15, "empty token", "joined by '-'"),
-        ("tp--cp-ep-dp-pp", 3, "empty token", "joined by '-'"),
-        ("", None, "empty rank order", "tp-cp-ep-dp-pp"),
-        ("tp-cp-cp-dp-pp", 6, "cp appears twice", "each at most once"),
-        ("TP-CP-EP-DP-PP", 0, "unknown parallelism 'TP'", "lower case: tp"),
-        ("tp-cp-ep-dp- pp", 12, "unknown parallelism ' pp'", "joined by '-'"),
-        ("tp,cp,ep,dp,pp", 0, "unknown parallelism", "joined by '-'"),
-        ("tp-cp-ep-dp", None, "leaves out pp, but pp=2", "add pp"),
-        ("cp-ep-dp-pp", None, "leaves out tp, but tp=2", "add tp"),
-    ],
-)
+class BadOrder(NamedTuple):
+    """A rank order that rank_groups rejects for DEFAULT, and what the error says."""
+
+    order: str
+    position: int | None  # where the caret points (None: no caret line)
+    message: str  # a part of the reason
+    hint: str  # a part of the hint
+
+
+BAD_ORDERS: list[BadOrder] = [
+    BadOrder(
+        order="tp-cp-ep-dp-xx",
+        position=12,
+        message="unknown parallelism 'xx'",
+        hint="joined by '-'",
+    ),
+    BadOrder(order="tp-cp-ep-dp-pp-", position=15, message="empty token", hint="joined by '-'"),
+    BadOrder(order="tp--cp-ep-dp-pp", position=3, message="empty token", hint="joined by '-'"),
+    BadOrder(order="", position=None, message="empty rank order", hint="tp-cp-ep-dp-pp"),
+    BadOrder(
+        order="tp-cp-cp-dp-pp", position=6, message="cp appears twice", hint="each at most once"
+    ),
+    BadOrder(
+        order="TP-CP-EP-DP-PP",
+        position=0,
+        message="unknown parallelism 'TP'",
+        hint="lower case: tp",
+    ),
+    BadOrder(
+        order="tp-cp-ep-dp- pp",
+        position=12,
+        message="unknown parallelism ' pp'",
+        hint="joined by '-'",
+    ),
+    BadOrder(
+        order="tp,cp,ep,dp,pp", position=0, message="unknown parallelism", hint="joined by '-'"
+    ),
+    BadOrder(order="tp-cp-ep-dp", position=None, message="leaves out pp, but pp=2", hint="add pp"),
+    BadOrder(order="cp-ep-dp-pp", position=None, message="leaves out tp, but tp=2", hint="add tp"),
+]
+
+
+@pytest.mark.parametrize(BadOrder._fields, BAD_ORDERS)
 def test_bad_order(order: str, position: int | None, message: str, hint: str) -> None:
     with pytest.raises(AllocationError) as info:
         rank_groups(DEFAULT, order)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,126 +111,283 @@ def test_immutable_and_hashable() -> None:
 
 H = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
 
-# input -> (position, message part, hint part): SPEC §3's catalogue as one table.
-ERRORS: list[tuple[object, int | None, str, str]] = [
+
+class BadSpec(NamedTuple):
+    """A row of the error catalogue: what a user wrote and what the error says."""
+
+    spec: object  # the backend value as written
+    position: int | None  # where the caret points (None: no caret line)
+    message: str  # a part of the reason
+    hint: str  # a part of the hint
+
+
+# SPEC §3's catalogue as one table
+ERRORS: list[BadSpec] = [
     # no backend prefix
-    ("d4t2", 0, "no backend prefix", "fsdp:d4t2"),
-    ("d4p2", 0, "no backend prefix", "megatron:d4p2"),
-    ("(attn:d4|ffn:e2)", 0, "no backend prefix", "megatron:(attn:d4|ffn:e2)"),
-    ("attn:d4|ffn:e2", 0, "no backend prefix", "megatron:attn:d4|ffn:e2"),
-    ("  d8", 2, "no backend prefix", "fsdp:d8"),
+    BadSpec(spec="d4t2", position=0, message="no backend prefix", hint="fsdp:d4t2"),
+    BadSpec(spec="d4p2", position=0, message="no backend prefix", hint="megatron:d4p2"),
+    BadSpec(
+        spec="(attn:d4|ffn:e2)",
+        position=0,
+        message="no backend prefix",
+        hint="megatron:(attn:d4|ffn:e2)",
+    ),
+    BadSpec(
+        spec="attn:d4|ffn:e2",
+        position=0,
+        message="no backend prefix",
+        hint="megatron:attn:d4|ffn:e2",
+    ),
+    BadSpec(spec="  d8", position=2, message="no backend prefix", hint="fsdp:d8"),
     # unknown backend
-    ("fdsp:d4", 0, "unknown backend 'fdsp'", "fsdp"),
-    ("FSDP:d4", 0, "unknown backend 'FSDP'", "lower case: fsdp:d4"),
-    ("megatorn:d4", 0, "unknown backend", "megatron"),
-    ("tpu:d4", 0, "unknown backend 'tpu'", "known backends"),
-    (":d4", 0, "missing backend name", "fsdp:d8"),
-    ("sglang.d4", 6, "old syntax", "use ':' between backend and dimensions: sglang:d4"),
-    ("fsdp d4", 5, "expected ':' after the backend name", "fsdp:<dimensions>"),
-    ("fsdp", 4, "expected ':'", "fsdp:d8"),
-    ("ｄ4", 0, "unknown backend", "known backends"),
+    BadSpec(spec="fdsp:d4", position=0, message="unknown backend 'fdsp'", hint="fsdp"),
+    BadSpec(
+        spec="FSDP:d4", position=0, message="unknown backend 'FSDP'", hint="lower case: fsdp:d4"
+    ),
+    BadSpec(spec="megatorn:d4", position=0, message="unknown backend", hint="megatron"),
+    BadSpec(spec="tpu:d4", position=0, message="unknown backend 'tpu'", hint="known backends"),
+    BadSpec(spec=":d4", position=0, message="missing backend name", hint="fsdp:d8"),
+    BadSpec(
+        spec="sglang.d4",
+        position=6,
+        message="old syntax",
+        hint="use ':' between backend and dimensions: sglang:d4",
+    ),
+    BadSpec(
+        spec="fsdp d4",
+        position=5,
+        message="expected ':' after the backend name",
+        hint="fsdp:<dimensions>",
+    ),
+    BadSpec(spec="fsdp", position=4, message="expected ':'", hint="fsdp:d8"),
+    BadSpec(spec="ｄ4", position=0, message="unknown backend", hint="known backends"),
     # legacy multi-engine strings
-    (
-        "sglang:d4t2+fsdp:d8",
-        11,
-        "deprecated allocation_mode",
-        "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+    BadSpec(
+        spec="sglang:d4t2+fsdp:d8",
+        position=11,
+        message="deprecated allocation_mode",
+        hint="rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
     ),
-    ("fsdp:d4|fsdp:d4", 7, "deprecated allocation_mode", "each engine its own backend"),
-    ("fsdp[actor]:d4", 4, "deprecated allocation_mode", "actor.backend=fsdp:d4"),
+    BadSpec(
+        spec="fsdp:d4|fsdp:d4",
+        position=7,
+        message="deprecated allocation_mode",
+        hint="each engine its own backend",
+    ),
+    BadSpec(
+        spec="fsdp[actor]:d4",
+        position=4,
+        message="deprecated allocation_mode",
+        hint="actor.backend=fsdp:d4",
+    ),
     # dimensions
-    ("fsdp:d2d4", 7, "duplicate dimension 'd'", "AReaL silently kept the last"),
-    ("fsdp:d0", 6, "at least 1", "d1"),
-    ("fsdp:d00", 6, "at least 1", "d1"),
-    ("fsdp:d04", 6, "leading zero", "write d4"),
-    ("fsdp:d٤", 6, "not an ASCII digit", "0-9"),
-    ("fsdp:d4٤", 7, "not an ASCII digit", "0-9"),
-    ("fsdp:ｄ4", 5, "unknown dimension", "dimensions are"),
-    ("fsdp:D4", 5, "unknown dimension 'D'", "lower case: d"),
-    ("fsdp:x4", 5, "unknown dimension 'x'", "d (data)"),
-    ("fsdp:4", 5, "needs a dimension letter", "d (data)"),
-    ("fsdp:d", 6, "missing size after 'd'", "d4"),
-    ("fsdp:dt2", 6, "missing size after 'd'", "d4"),
-    ("fsdp:d1048577", 6, "larger than the limit 1048576", "at most 1048576"),
-    ("fsdp:d99999999999999999999999", 6, "larger than the limit", "at most"),
-    ("megatron:d1024t1024p2", None, "world size 2097152", "smaller"),
-    ("", None, "empty backend string", "fsdp:d8"),
-    ("   ", None, "empty backend string", "fsdp:d8"),
-    ("fsdp:", 5, "missing dimensions after 'fsdp:'", "fsdp:d8"),
-    ("fsdp:  ", 7, "missing dimensions", "fsdp:d8"),
-    ("fsdp:d4 2", 8, "a size needs a dimension letter", "d (data)"),
-    ("fsdp:d4;", 7, "expected a dimension letter", "d (data)"),
+    BadSpec(
+        spec="fsdp:d2d4",
+        position=7,
+        message="duplicate dimension 'd'",
+        hint="AReaL silently kept the last",
+    ),
+    BadSpec(spec="fsdp:d0", position=6, message="at least 1", hint="d1"),
+    BadSpec(spec="fsdp:d00", position=6, message="at least 1", hint="d1"),
+    BadSpec(spec="fsdp:d04", position=6, message="leading zero", hint="write d4"),
+    BadSpec(spec="fsdp:d٤", position=6, message="not an ASCII digit", hint="0-9"),
+    BadSpec(spec="fsdp:d4٤", position=7, message="not an ASCII digit", hint="0-9"),
+    BadSpec(spec="fsdp:ｄ4", position=5, message="unknown dimension", hint="dimensions are"),
+    BadSpec(spec="fsdp:D4", position=5, message="unknown dimension 'D'", hint="lower case: d"),
+    BadSpec(spec="fsdp:x4", position=5, message="unknown dimension 'x'", hint="d (data)"),
+    BadSpec(spec="fsdp:4", position=5, message="needs a dimension letter", hint="d (data)"),
+    BadSpec(spec="fsdp:d", position=6, message="missing size after 'd'", hint="d4"),
+    BadSpec(spec="fsdp:dt2", position=6, message="missing size after 'd'", hint="d4"),
+    BadSpec(
+        spec="fsdp:d1048577",
+        position=6,
+        message="larger than the limit 1048576",
+        hint="at most 1048576",
+    ),
+    BadSpec(
+        spec="fsdp:d99999999999999999999999",
+        position=6,
+        message="larger than the limit",
+        hint="at most",
+    ),
+    BadSpec(
+        spec="megatron:d1024t1024p2", position=None, message="world size 2097152", hint="smaller"
+    ),
+    BadSpec(spec="", position=None, message="empty backend string", hint="fsdp:d8"),
+    BadSpec(spec="   ", position=None, message="empty backend string", hint="fsdp:d8"),
+    BadSpec(spec="fsdp:", position=5, message="missing dimensions after 'fsdp:'", hint="fsdp:d8"),
+    BadSpec(spec="fsdp:  ", position=7, message="missing dimensions", hint="fsdp:d8"),
+    BadSpec(
+        spec="fsdp:d4 2", position=8, message="a size needs a dimension letter", hint="d (data)"
+    ),
+    BadSpec(spec="fsdp:d4;", position=7, message="expected a dimension letter", hint="d (data)"),
     # unsupported dimension for the backend
-    ("fsdp:d4p2", 7, "fsdp does not support pipeline parallelism (p)", "megatron:d4p2"),
-    ("fsdp:d4e2", 7, "fsdp does not support expert parallelism (e)", "megatron:d4e2"),
-    ("sglang:d4c2", 9, "sglang does not support context parallelism (c)", "leave c out"),
-    ("vllm:e2", 5, "vllm does not support expert parallelism (e)", "leave e out"),
+    BadSpec(
+        spec="fsdp:d4p2",
+        position=7,
+        message="fsdp does not support pipeline parallelism (p)",
+        hint="megatron:d4p2",
+    ),
+    BadSpec(
+        spec="fsdp:d4e2",
+        position=7,
+        message="fsdp does not support expert parallelism (e)",
+        hint="megatron:d4e2",
+    ),
+    BadSpec(
+        spec="sglang:d4c2",
+        position=9,
+        message="sglang does not support context parallelism (c)",
+        hint="leave c out",
+    ),
+    BadSpec(
+        spec="vllm:e2",
+        position=5,
+        message="vllm does not support expert parallelism (e)",
+        hint="leave e out",
+    ),
     # parentheses and the hybrid form
-    ("megatron:(attn:d4|ffn:e2", 9, "unbalanced parenthesis", "add ')'"),
-    ("fsdp:d4)", 7, "unmatched ')'", "remove it"),
-    ("megatron:d4)", 11, "unmatched ')'", "hybrid form"),
-    ("fsdp:(attn:d4|ffn:e2)", 5, "fsdp does not support the hybrid", "megatron or archon"),
-    ("sglang:attn:d4|ffn:e2", 7, "sglang does not support the hybrid", "megatron or archon"),
-    ("megatron:(ffn:d4|attn:e2)", 10, "section label 'attn:'", "attn:"),
-    ("megatron:(attn:d4 ffn:e2)", 18, "'|' between the attn and ffn", "attn:"),
-    ("megatron:(attn:|ffn:e2)", 15, "missing dimensions in the attn section", "attn:"),
-    ("megatron:(attn:d4|ffn:)", 22, "missing dimensions in the ffn section", "ffn:"),
-    ("megatron:(attn:d4|ffn:e2))", 25, "unmatched ')'", "remove it"),
-    ("megatron:(attn:d4|ffn:e2]", 24, "expected ')'", "attn:"),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:e2",
+        position=9,
+        message="unbalanced parenthesis",
+        hint="add ')'",
+    ),
+    BadSpec(spec="fsdp:d4)", position=7, message="unmatched ')'", hint="remove it"),
+    BadSpec(spec="megatron:d4)", position=11, message="unmatched ')'", hint="hybrid form"),
+    BadSpec(
+        spec="fsdp:(attn:d4|ffn:e2)",
+        position=5,
+        message="fsdp does not support the hybrid",
+        hint="megatron or archon",
+    ),
+    BadSpec(
+        spec="sglang:attn:d4|ffn:e2",
+        position=7,
+        message="sglang does not support the hybrid",
+        hint="megatron or archon",
+    ),
+    BadSpec(
+        spec="megatron:(ffn:d4|attn:e2)", position=10, message="section label 'attn:'", hint="attn:"
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4 ffn:e2)",
+        position=18,
+        message="'|' between the attn and ffn",
+        hint="attn:",
+    ),
+    BadSpec(
+        spec="megatron:(attn:|ffn:e2)",
+        position=15,
+        message="missing dimensions in the attn section",
+        hint="attn:",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:)",
+        position=22,
+        message="missing dimensions in the ffn section",
+        hint="ffn:",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:e2))", position=25, message="unmatched ')'", hint="remove it"
+    ),
+    BadSpec(spec="megatron:(attn:d4|ffn:e2]", position=24, message="expected ')'", hint="attn:"),
     # every hybrid rule
-    (
-        "megatron:(attn:d4e2|ffn:e2)",
-        17,
-        "expert parallelism (e) is not allowed in the attn section",
-        "ffn section",
+    BadSpec(
+        spec="megatron:(attn:d4e2|ffn:e2)",
+        position=17,
+        message="expert parallelism (e) is not allowed in the attn section",
+        hint="ffn section",
     ),
-    ("megatron:(attn:d4e1|ffn:e2)", 17, "not allowed in the attn section", "ffn section"),
-    (
-        "megatron:(attn:d4|ffn:c2)",
-        22,
-        "context parallelism (c) is not allowed in the ffn section",
-        "attn section",
+    BadSpec(
+        spec="megatron:(attn:d4e1|ffn:e2)",
+        position=17,
+        message="not allowed in the attn section",
+        hint="ffn section",
     ),
-    (
-        "megatron:(attn:d4p2|ffn:p4)",
-        24,
-        "ffn pipeline size 4 differs from attn pipeline size 2",
-        "p2",
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:c2)",
+        position=22,
+        message="context parallelism (c) is not allowed in the ffn section",
+        hint="attn section",
     ),
-    ("megatron:(attn:d4|ffn:e3)", 22, "cannot be derived", "dividing 4"),
-    ("megatron:(attn:d4|ffn:d4e2)", 22, "world sizes differ: attn uses 4 GPUs", "write d2 in ffn"),
-    ("megatron:(attn:d4|ffn:d3e2)", 22, "world sizes differ", "write d2 in ffn"),
-    ("megatron:(attn:d6|ffn:d2e4)", 22, "world sizes differ", "equal 6"),
+    BadSpec(
+        spec="megatron:(attn:d4p2|ffn:p4)",
+        position=24,
+        message="ffn pipeline size 4 differs from attn pipeline size 2",
+        hint="p2",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:e3)",
+        position=22,
+        message="cannot be derived",
+        hint="dividing 4",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:d4e2)",
+        position=22,
+        message="world sizes differ: attn uses 4 GPUs",
+        hint="write d2 in ffn",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d4|ffn:d3e2)",
+        position=22,
+        message="world sizes differ",
+        hint="write d2 in ffn",
+    ),
+    BadSpec(
+        spec="megatron:(attn:d6|ffn:d2e4)",
+        position=22,
+        message="world sizes differ",
+        hint="equal 6",
+    ),
     # flat expert rule
-    ("megatron:d3e2", 11, "expert parallel size 2 does not divide", "1, 3"),
-    ("megatron:d2p2e4", 13, "does not divide the 2 GPUs of a pipeline stage", "1, 2"),
+    BadSpec(
+        spec="megatron:d3e2",
+        position=11,
+        message="expert parallel size 2 does not divide",
+        hint="1, 3",
+    ),
+    BadSpec(
+        spec="megatron:d2p2e4",
+        position=13,
+        message="does not divide the 2 GPUs of a pipeline stage",
+        hint="1, 2",
+    ),
     # every Archon rule
-    (
-        "archon:(attn:d4t4|ffn:t2e2)",
-        22,
-        "expert tensor parallel size must be 1 or tp (4)",
-        "t1 or t4",
+    BadSpec(
+        spec="archon:(attn:d4t4|ffn:t2e2)",
+        position=22,
+        message="expert tensor parallel size must be 1 or tp (4)",
+        hint="t1 or t4",
     ),
     # (Archon's "ep divides dp×cp[×tp]" rules follow from ffn d being whole, checked first.)
-    (
-        "archon:(attn:d4t2c4|ffn:t2e2)",
-        26,
-        "with etp = 2, ep (2) must be a multiple of cp (4)",
-        "use e from 4, 8, 16",
+    BadSpec(
+        spec="archon:(attn:d4t2c4|ffn:t2e2)",
+        position=26,
+        message="with etp = 2, ep (2) must be a multiple of cp (4)",
+        hint="use e from 4, 8, 16",
     ),
-    (
-        "archon:d4t4e2",
-        11,
-        "with etp = 1, ep (2) must be a multiple of cp×tp (4)",
-        "use e from 4, 8, 16",
+    BadSpec(
+        spec="archon:d4t4e2",
+        position=11,
+        message="with etp = 1, ep (2) must be a multiple of cp×tp (4)",
+        hint="use e from 4, 8, 16",
     ),
-    ("archon:d2t2e2c2", 11, "multiple of cp×tp (4)", "use e from 4, 8"),
+    BadSpec(
+        spec="archon:d2t2e2c2", position=11, message="multiple of cp×tp (4)", hint="use e from 4, 8"
+    ),
     # non-string input
-    (8, None, "backend must be a string, got int", 'backend: "fsdp:d8"'),
-    (None, None, "got NoneType", '"fsdp:d8"'),
-    (True, None, "got bool", '"fsdp:d8"'),
-    (b"fsdp:d8", None, "got bytes", '"fsdp:d8"'),
-    (["fsdp:d8"], None, "got list", '"fsdp:d8"'),
+    BadSpec(
+        spec=8,
+        position=None,
+        message="backend must be a string, got int",
+        hint='backend: "fsdp:d8"',
+    ),
+    BadSpec(spec=None, position=None, message="got NoneType", hint='"fsdp:d8"'),
+    BadSpec(spec=True, position=None, message="got bool", hint='"fsdp:d8"'),
+    BadSpec(spec=b"fsdp:d8", position=None, message="got bytes", hint='"fsdp:d8"'),
+    BadSpec(spec=["fsdp:d8"], position=None, message="got list", hint='"fsdp:d8"'),
 ]
 VALID_ARCHON = [
     "archon:(attn:d2t2c2|ffn:t2e1)",  # ep == 1: no expert rule applies
@@ -239,7 +398,7 @@ VALID_ARCHON = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "position", "message", "hint"), ERRORS)
+@pytest.mark.parametrize(BadSpec._fields, ERRORS)
 def test_error_catalogue(spec: object, position: int | None, message: str, hint: str) -> None:
     with pytest.raises(AllocationError) as info:
         parse_backend(spec)

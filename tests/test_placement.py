@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from _helpers import Train, compose_config
 
 from areal_conf import AllocationError, parse_backend, rank_groups
 from areal_conf.plan import place
 from areal_conf.report import plan_table
 from areal_conf.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
 COLOCATED = {"type": "colocation", "target": "actor"}
 
 
@@ -73,12 +71,7 @@ def tp_groups_nodes(slots: tuple[tuple[int, int], ...], spec: str) -> list[set[i
 
 
 def test_default_config_actor_tp_groups_lie_within_one_node() -> None:
-    from hydra import compose, initialize_config_dir
-
-    from areal_conf.hydra_compat import VERSION_BASE
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), **VERSION_BASE):
-        plan = validate(compose("config"))
+    plan = validate(compose_config())
     actor = plan.engines["actor"]
     assert actor.allocation is not None and actor.allocation.parallel.tp_size == 2
     assert len(actor.slots) == actor.gpus == 8
@@ -204,6 +197,7 @@ def test_two_to_the_20_gpus_are_placed() -> None:
     assert placed["actor"][:8] == tuple((2**15, g) for g in range(8))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "override, shown",
     [
@@ -211,17 +205,8 @@ def test_two_to_the_20_gpus_are_placed() -> None:
         ("cluster.n_nodes=100000000", "100,000,000 nodes × 8 GPUs"),
     ],
 )
-def test_train_refuses_huge_clusters(override: str, shown: str, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "train.py", override, f"hydra.run.dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+def test_train_refuses_huge_clusters(override: str, shown: str, train: Train) -> None:
+    out = train(override)
     assert out.returncode == 2
     assert f"cluster: {shown}" in out.stderr
     assert "Traceback" not in out.stderr and "MemoryError" not in out.stderr

@@ -9,14 +9,11 @@ the previous command's exit status. A command shown without output is not checke
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from _helpers import ROOT, run_shell
 
 
 @dataclass
@@ -57,15 +54,13 @@ def test_the_readme_has_console_examples() -> None:
     assert "python train.py actor.backend=fsdp:d4p2" in commands
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.command for e in EXAMPLES])
 def test_readme_console_block(example: Example, tmp_path: Path) -> None:
     command, expected, status = example.command, example.expected, example.status
-    argv = command.replace("python ", f"{sys.executable} ", 1)
     if command.startswith("python train.py") and "--cfg" not in command:
-        argv += f" hydra.run.dir={tmp_path}/outputs/run"  # keep the checkout clean
-    out = subprocess.run(
-        argv + " 2>&1", shell=True, capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
+        command += f" hydra.run.dir={tmp_path}/outputs/run"  # keep the checkout clean
+    out = run_shell(command + " 2>&1")
     got = out.stdout.rstrip("\n").split("\n")
     assert len(got) == len(expected), out.stdout
     for line, want in zip(got, expected, strict=True):

@@ -5,15 +5,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import CONF, ROOT, Cli, Train
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.errors import ConfigCompositionException
@@ -30,7 +29,6 @@ from areal_conf.sweeps import engine_layouts
 from hydra_plugins.areal_conf_plugin._configs import AReaLLayoutsSweeperConf
 from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
 
-ROOT = Path(__file__).resolve().parent.parent
 MOE = {
     "num_layers": 48,
     "num_attention_heads": 32,
@@ -38,12 +36,6 @@ MOE = {
     "num_experts": 64,
     "max_seq_len": 32768,
 }  # conf/experiment/moe_megatron.yaml
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def parse_sweep(line: str) -> tuple[str, list[str]]:
@@ -69,18 +61,16 @@ def parse_sweep(line: str) -> tuple[str, list[str]]:
 
 
 class TestLayoutsCommand:
-    def test_one_layout_per_line(self, capsys: pytest.CaptureFixture[str]) -> None:
-        code, out, err = run_cli(capsys, "layouts", "megatron", "--gpus", "16")
+    def test_one_layout_per_line(self, cli: Cli) -> None:
+        code, out, err = cli("layouts", "megatron", "--gpus", "16")
         assert (code, err) == (0, "")
         assert out.splitlines() == layouts("megatron", 16, max_tp=8)
         assert out.splitlines()[:3] == ["megatron:d16", "megatron:d8c2", "megatron:d4c4"]
 
-    def test_max_tp_defaults_to_8_and_none_lifts_the_cap(
-        self, capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        _, default, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16")
-        _, capped, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16", "--max-tp", "4")
-        _, uncapped, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "16", "--max-tp", "none")
+    def test_max_tp_defaults_to_8_and_none_lifts_the_cap(self, cli: Cli) -> None:
+        _, default, _ = cli("layouts", "fsdp", "--gpus", "16")
+        _, capped, _ = cli("layouts", "fsdp", "--gpus", "16", "--max-tp", "4")
+        _, uncapped, _ = cli("layouts", "fsdp", "--gpus", "16", "--max-tp", "none")
         assert default.splitlines() == layouts("fsdp", 16, max_tp=8)
         assert capped.splitlines() == layouts("fsdp", 16, max_tp=4)
         assert uncapped.splitlines() == layouts("fsdp", 16)
@@ -116,16 +106,14 @@ class TestLayoutsCommand:
             ],
         ],
     )
-    def test_model_section(self, capsys: pytest.CaptureFixture[str], model_args: list[str]) -> None:
-        code, out, _ = run_cli(capsys, "layouts", "megatron", "--gpus", "16", *model_args)
+    def test_model_section(self, cli: Cli, model_args: list[str]) -> None:
+        code, out, _ = cli("layouts", "megatron", "--gpus", "16", *model_args)
         assert code == 0
         assert out.splitlines() == layouts("megatron", 16, model=MOE, max_tp=8)
         assert any(line.startswith("megatron:(attn:") for line in out.splitlines())
 
-    def test_null_model_value_skips_the_check(self, capsys: pytest.CaptureFixture[str]) -> None:
-        _, out, _ = run_cli(
-            capsys, "layouts", "megatron", "--gpus", "8", "--model", "num_experts=null"
-        )
+    def test_null_model_value_skips_the_check(self, cli: Cli) -> None:
+        _, out, _ = cli("layouts", "megatron", "--gpus", "8", "--model", "num_experts=null")
         assert out.splitlines() == layouts("megatron", 8, max_tp=8)
 
     @pytest.mark.parametrize(
@@ -152,8 +140,8 @@ class TestLayoutsCommand:
             ),
         ],
     )
-    def test_errors(self, capsys: pytest.CaptureFixture[str], argv: list[str], part: str) -> None:
-        code, out, err = run_cli(capsys, *argv)
+    def test_errors(self, cli: Cli, argv: list[str], part: str) -> None:
+        code, out, err = cli(*argv)
         assert code == 2
         assert out == ""
         assert err.startswith("error: ")
@@ -195,21 +183,18 @@ class TestHydraOverride:
     )
     def test_round_trip_through_shell_and_hydra(
         self,
-        capsys: pytest.CaptureFixture[str],
+        cli: Cli,
         argv: list[str],
         key: str,
         expected: list[str],
     ) -> None:
-        code, out, _ = run_cli(capsys, "layouts", *argv, "--hydra")
+        code, out, _ = cli("layouts", *argv, "--hydra")
         assert code == 0
         assert out.count("\n") == 1
         assert parse_sweep(out.strip()) == (key, expected)
 
-    def test_hybrid_values_are_quoted_for_hydra_and_the_line_for_the_shell(
-        self, capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        _, out, _ = run_cli(
-            capsys,
+    def test_hybrid_values_are_quoted_for_hydra_and_the_line_for_the_shell(self, cli: Cli) -> None:
+        _, out, _ = cli(
             "layouts",
             "megatron",
             "--gpus",
@@ -226,8 +211,8 @@ class TestHydraOverride:
             "'megatron:(attn:t2|ffn:t2)',megatron:t2e2,megatron:p2\""
         )
 
-    def test_flat_layouts_need_no_quotes(self, capsys: pytest.CaptureFixture[str]) -> None:
-        _, out, _ = run_cli(capsys, "layouts", "fsdp", "--gpus", "4", "--hydra")
+    def test_flat_layouts_need_no_quotes(self, cli: Cli) -> None:
+        _, out, _ = cli("layouts", "fsdp", "--gpus", "4", "--hydra")
         assert out.strip() == "actor.backend=fsdp:d4,fsdp:d2c2,fsdp:c4,fsdp:d2t2,fsdp:t2c2,fsdp:t4"
 
     def test_hydra_value(self) -> None:
@@ -351,6 +336,7 @@ def test_sweeper_is_discovered_and_registered() -> None:
     assert conf.max_batch_size is None and conf.params is None
 
 
+@pytest.mark.e2e
 def test_sweeper_module_is_light() -> None:
     code = (
         "import sys\n"
@@ -388,6 +374,7 @@ def run_sweep(
         return sweep.returns
 
 
+@pytest.mark.e2e  # real sweeps of many jobs, in this process
 @pytest.mark.usefixtures("hydra_restore_singletons")
 class TestSweeperInProcess:
     def test_one_job_per_layout(self, hydra_sweep_runner: TSweepRunner, tmp_path: Path) -> None:
@@ -406,7 +393,7 @@ class TestSweeperInProcess:
         # basic sweeper).
         app = tmp_path / "app"
         (app / "conf").mkdir(parents=True)
-        text = (ROOT / "conf" / "config.yaml").read_text()
+        text = (CONF / "config.yaml").read_text()
         text = text.replace(
             "  - areal_schema\n", "  - areal_schema\n  - override hydra/sweeper: areal_layouts\n"
         )
@@ -480,6 +467,7 @@ class TestSweeperInProcess:
         assert task.calls == []
 
 
+@pytest.mark.e2e  # real sweeps of many jobs, in this process
 @pytest.mark.usefixtures("hydra_restore_singletons")
 class TestSweepBounds:
     def test_more_jobs_than_max_jobs_are_refused_with_the_count(
@@ -552,38 +540,18 @@ class TestSweepBounds:
 # ------------------------------------------------------------ train.py end to end
 
 
-@pytest.fixture
-def sweep_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    yield tmp_path / "sweep"
-
-
-def run_train(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "train.py", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
-
-
 def plans(sweep_dir: Path) -> list[dict[str, Any]]:
     files = sorted(sweep_dir.glob("*/allocation_plan.json"), key=lambda p: int(p.parent.name))
     return [json.loads(f.read_text()) for f in files]
 
 
-def test_train_runs_one_job_per_fsdp_layout_of_the_actor(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "hydra/sweeper=areal_layouts",
-            "hydra.sweeper.engine=actor",
-            "hydra.sweeper.backend=fsdp",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_runs_one_job_per_fsdp_layout_of_the_actor(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        "hydra/sweeper=areal_layouts",
+        "hydra.sweeper.engine=actor",
+        "hydra.sweeper.backend=fsdp",
     )
     assert out.returncode == 0, out.stderr
     expected = layouts("fsdp", 8, max_tp=8)
@@ -594,15 +562,15 @@ def test_train_runs_one_job_per_fsdp_layout_of_the_actor(sweep_dir: Path) -> Non
     assert "10 fsdp layout(s) of actor on 8 GPUs" in out.stderr + out.stdout
 
 
-def test_train_sweep_crossed_with_another_sweep_doubles_the_jobs(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "hydra/sweeper=areal_layouts",
-            "hydra.sweeper.backend=fsdp",
-            "cluster.n_nodes=2,3",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_sweep_crossed_with_another_sweep_doubles_the_jobs(
+    train: Train, sweep_dir: Path
+) -> None:
+    out = train(
+        "-m",
+        "hydra/sweeper=areal_layouts",
+        "hydra.sweeper.backend=fsdp",
+        "cluster.n_nodes=2,3",
     )
     assert out.returncode == 0, out.stderr
     expected = layouts("fsdp", 8, max_tp=8)
@@ -613,17 +581,17 @@ def test_train_sweep_crossed_with_another_sweep_doubles_the_jobs(sweep_dir: Path
     ]
 
 
-def test_train_hybrid_layouts_through_the_validating_launcher(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "+experiment=moe_megatron",
-            "hydra/sweeper=areal_layouts",
-            "hydra/launcher=areal",
-            "hydra.sweeper.gpus=2",
-            "hydra.sweeper.max_tp=2",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_hybrid_layouts_through_the_validating_launcher(
+    train: Train, sweep_dir: Path
+) -> None:
+    out = train(
+        "-m",
+        "+experiment=moe_megatron",
+        "hydra/sweeper=areal_layouts",
+        "hydra/launcher=areal",
+        "hydra.sweeper.gpus=2",
+        "hydra.sweeper.max_tp=2",
     )
     assert out.returncode == 0, out.stderr
     expected = layouts("megatron", 2, model=MOE, max_tp=2)
@@ -631,15 +599,13 @@ def test_train_hybrid_layouts_through_the_validating_launcher(sweep_dir: Path) -
     assert [p["engines"]["actor"]["spec"] for p in plans(sweep_dir)] == expected
 
 
-def test_train_sweep_error_is_one_message(sweep_dir: Path) -> None:
-    out = run_train(
-        [
-            "-m",
-            "hydra/sweeper=areal_layouts",
-            "hydra.sweeper.engine=rollout",
-            "hydra.sweeper.backend=fsdp",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]
+@pytest.mark.e2e
+def test_train_sweep_error_is_one_message(train: Train, sweep_dir: Path) -> None:
+    out = train(
+        "-m",
+        "hydra/sweeper=areal_layouts",
+        "hydra.sweeper.engine=rollout",
+        "hydra.sweeper.backend=fsdp",
     )
     assert out.returncode != 0
     assert "rollout needs an inference backend, got fsdp" in out.stderr
