@@ -1,17 +1,24 @@
-"""Fixtures every test module may use, and the guard that every test leaves Hydra's
-global state (GlobalHydra, ConfigStore, version_base) as it found it, so tests that
-compose in-process cannot leak into Hydra's shipped suites.
+"""Fixtures every test module may use, and the guard that tests leave Hydra's global
+state (GlobalHydra, ConfigStore, version_base) as they found it, so tests that compose
+in-process cannot leak into each other or into Hydra's shipped suites.
 
 Plain helpers (``ROOT``, ``run_train``, ``run_cli``, ...) are in ``_helpers.py``."""
 
 from __future__ import annotations
 
+import copy
+import inspect
+import re
 import subprocess
+import types
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
 from _helpers import Cli, Train, run_train
 from hydra.core.plugins import Plugins
+from hydra.core.singleton import Singleton
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,9 +32,34 @@ def _discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
+# Words of a test module that can change Hydra's state in-process (composing, launching,
+# the CLI's `explain --config`). Saving the state costs about 50 ms a test, so modules
+# without them (the pure core) restore it once per module rather than after every test.
+_STATE_CHANGING = re.compile(r"\b(compose|initialize|GlobalHydra|ConfigStore|launch|cli)\b")
+
+
+@cache
+def _changes_hydra_state(module: types.ModuleType) -> bool:
+    return _STATE_CHANGING.search(inspect.getsource(module)) is not None
+
+
+def _saved_hydra_state() -> Iterator[None]:
+    state = copy.deepcopy(Singleton.get_state())
+    yield
+    Singleton.set_state(state)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_hydra_state_per_module() -> Iterator[None]:
+    yield from _saved_hydra_state()
+
+
 @pytest.fixture(autouse=True)
-def _restore_hydra_singletons(hydra_restore_singletons: None) -> None:
-    """Uses the fixture of Hydra's pytest plugin, which restores every Singleton."""
+def _restore_hydra_state_per_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    if _changes_hydra_state(request.module):
+        yield from _saved_hydra_state()
+    else:
+        yield
 
 
 @pytest.fixture
