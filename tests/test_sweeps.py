@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from _helpers import CONF, ROOT, Cli, Train
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.errors import ConfigCompositionException
@@ -350,6 +352,21 @@ def test_sweeper_module_is_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_sweeper_core_does_not_import_the_plugin_module() -> None:
+    # The plugin module imports _sweeper_core when a sweep runs; an import back, even
+    # one for type checking only, would make the two modules a cycle.
+    import hydra_plugins.areal_conf_plugin._sweeper_core as core
+
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(Path(core.__file__).read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+    plugin_module = AReaLLayoutsSweeper.__module__
+    assert not {name for name in imported if name.startswith(plugin_module)}
+
+
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
@@ -384,6 +401,32 @@ class TestSweeperInProcess:
         assert [backend for backend, _ in task.calls] == expected
         assert len(returns) == 1
         assert [r.overrides for r in returns[0]] == [[f"actor.backend={s}"] for s in expected]
+
+    def test_the_basic_sweep_loop_runs_the_batches(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        # The sweeper changes only how the jobs are produced: Hydra's own loop writes
+        # multirun.yaml and numbers the jobs on across batches.
+        assert AReaLLayoutsSweeper.sweep is BasicSweeper.sweep
+        task = Recorder()
+        sweep_dir = tmp_path / "sweep"
+        with hydra_sweep_runner(
+            calling_file=str(ROOT / "train.py"),
+            calling_module=None,
+            task_function=task,
+            config_path="conf",
+            config_name="config",
+            overrides=["hydra/sweeper=areal_layouts", "hydra.sweeper.max_batch_size=3"],
+            temp_dir=sweep_dir,
+        ) as sweep:
+            saved = OmegaConf.load(sweep_dir / "multirun.yaml")
+            returns = sweep.returns
+        n = len(layouts("fsdp", 8, max_tp=8))
+        assert saved.hydra.sweeper._target_ == AReaLLayoutsSweeperConf._target_
+        assert saved.hydra.sweeper.max_batch_size == 3
+        assert [len(batch) for batch in returns] == [3] * (n // 3) + ([n % 3] if n % 3 else [])
+        nums = [r.hydra_cfg.hydra.job.num for batch in returns for r in batch]
+        assert nums == list(range(n))
 
     def test_crossed_with_params_and_batched(
         self, hydra_sweep_runner: TSweepRunner, tmp_path: Path

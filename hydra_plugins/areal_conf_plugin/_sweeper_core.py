@@ -1,5 +1,8 @@
 """The work of the ``areal_layouts`` sweeper (imported only when a sweep runs).
 
+Hydra's basic sweeper runs the sweep; the ``areal_layouts`` sweeper replaces only its
+expansion of the sweep overrides into batches of jobs, with :func:`layout_batches`:
+
 1. The sweep overrides (``hydra.sweeper.params`` first, then the command line) are
    expanded exactly as Hydra's basic sweeper expands them, into the cartesian product
    of their values: the *combinations*.
@@ -9,8 +12,9 @@
 3. Jobs: each combination followed by ``<engine>.backend=<layout>`` for each of its
    layouts (layouts vary fastest). A fixed ``<engine>.backend=...`` override only sets
    the defaults and is replaced by the layout; sweeping it as well is an error.
-4. The jobs are split into batches of ``max_batch_size`` and launched batch after batch
-   through the configured launcher, as the basic sweeper does.
+4. The jobs are counted against ``max_jobs``, announced to a launcher that validates a
+   whole sweep first (``hydra/launcher=areal``), and split into batches of
+   ``max_batch_size``, which the basic sweeper launches batch after batch.
 
 Problems are raised as ``ConfigCompositionException`` so Hydra prints one message
 without a traceback.
@@ -19,15 +23,10 @@ without a traceback.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
 from areal_conf.errors import AllocationError
 from areal_conf.overrides import hydra_value
@@ -35,45 +34,42 @@ from areal_conf.sweeps import EngineSweep, check_engine, engine_layouts
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
-    from hydra.core.utils import JobReturn
-
-    from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
+    from hydra.plugins.launcher import Launcher
+    from hydra.types import HydraContext
+    from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
 NAME = "hydra/sweeper=areal_layouts"
 
 
-def sweep(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[JobReturn]]:
-    assert sweeper.config is not None
-    assert sweeper.launcher is not None
-    assert sweeper.hydra_context is not None
+class LayoutsSweeper(Protocol):
+    """What this module reads of the ``areal_layouts`` sweeper: its settings and what
+    Hydra gave it in ``setup`` (described here rather than imported: the plugin module
+    imports this one)."""
 
-    jobs = job_overrides(sweeper, arguments)
+    engine: str
+    backend: str | None
+    gpus: int | None
+    max_tp: int | None
+    max_jobs: int | None
+    fits: bool
+    config: DictConfig | None
+    hydra_context: HydraContext | None
+    launcher: Launcher | None
+
+
+def layout_batches(
+    sweeper: LayoutsSweeper, overrides: list[Override], max_batch_size: int | None
+) -> list[list[list[str]]]:
+    """The sweep's jobs in batches of ``max_batch_size`` (None: one batch), once they are
+    all known to be within ``max_jobs`` and announced to the launcher."""
+    jobs = job_overrides(sweeper, overrides)
     check_job_count(len(jobs), sweeper.max_jobs)
     expect_sweep = getattr(sweeper.launcher, "expect_sweep", None)
     if callable(expect_sweep):
         expect_sweep(jobs)  # the validating launcher checks the whole sweep first
-    sweeper.overrides = list(BasicSweeper.split_overrides_to_chunks(jobs, sweeper.max_batch_size))
-    sweeper.batch_index = 0
-
-    sweep_dir = Path(sweeper.config.hydra.sweep.dir)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(sweeper.config, sweep_dir / "multirun.yaml")
-
-    returns: list[list[JobReturn]] = []
-    initial_job_idx = 0
-    while not sweeper.is_done():
-        batch = sweeper.get_job_batch()
-        tic = time.perf_counter()
-        sweeper.validate_batch_is_legal(batch)
-        log.debug("Validated configs of %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
-        results = sweeper.launcher.launch(batch, initial_job_idx=initial_job_idx)
-        for r in results:
-            _ = r.return_value  # re-raises the exception of a failed job, as Hydra does
-        initial_job_idx += len(batch)
-        returns.append(list(results))
-    return returns
+    return list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
 
 
 def check_job_count(n_jobs: int, max_jobs: int | None) -> None:
@@ -92,7 +88,7 @@ def check_job_count(n_jobs: int, max_jobs: int | None) -> None:
     ) from AllocationError(reason)
 
 
-def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> list[list[str]]:
+def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[str]]:
     """Every job's overrides: the combinations of the other sweeps × the layouts."""
     assert sweeper.config is not None
     assert sweeper.hydra_context is not None
@@ -103,9 +99,6 @@ def job_overrides(sweeper: AReaLLayoutsSweeper, arguments: Sequence[str]) -> lis
         raise _compact(err.with_context("hydra.sweeper.engine")) from None
     key = f"{engine}.backend"
 
-    params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
-    parser = OverridesParser.create(config_loader=loader)
-    parsed = parser.parse_overrides([*params, *arguments])
     fixed = _engine_backend_overrides(parsed, key)
     combinations = BasicSweeper.split_arguments(parsed, None)[0]
 

@@ -12,19 +12,24 @@ configured (``hydra/launcher=areal`` validates every job first).
 Hydra imports every public module under ``hydra_plugins`` at each application start, so
 this module holds only a thin Sweeper class. Its config dataclass is in ``_configs`` and
 becomes ``hydra/sweeper=areal_layouts`` through ``areal_configs`` when an application
-first selects it; the work is in ``_sweeper_core``, imported when ``sweep`` runs.
+first selects it; the work is in ``_sweeper_core``, imported when a sweep runs.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 if TYPE_CHECKING:
-    from hydra.core.utils import JobReturn
+    from hydra.core.override_parser.types import Override
 
 
 class AReaLLayoutsSweeper(BasicSweeper):
-    """Hydra's basic sweeper with one more axis: the valid layouts of ``engine``."""
+    """Hydra's basic sweeper with one more axis: the valid layouts of ``engine``.
+
+    Only the expansion of the sweep overrides into batches of jobs differs; the sweep
+    loop (``multirun.yaml``, composing each batch, launching, results) is the basic
+    sweeper's.
+    """
 
     def __init__(
         self,
@@ -45,8 +50,13 @@ class AReaLLayoutsSweeper(BasicSweeper):
         self.max_tp = max_tp
         self.fits = fits
 
-    def sweep(self, arguments: list[str]) -> Any:
+    # BasicSweeper.sweep calls this as self.split_arguments(...) with the parsed overrides
+    # (its params, then the command line); a static method in BasicSweeper, an instance
+    # method here because the layouts depend on the sweeper's settings and config.
+    def split_arguments(  # type: ignore[override]
+        self, overrides: "list[Override]", max_batch_size: int | None
+    ) -> list[list[list[str]]]:
+        """The batches of jobs: the basic sweeper's combinations × the engine's layouts."""
         from hydra_plugins.areal_conf_plugin import _sweeper_core
 
-        returns: list[list[JobReturn]] = _sweeper_core.sweep(self, arguments)
-        return returns
+        return _sweeper_core.layout_batches(self, overrides, max_batch_size)
