@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from _helpers import CONF, ROOT, Cli, run_cli
+from _helpers import CONF, Cli, run_cli
 
 CONFIG = str(CONF / "config.yaml")
 
@@ -176,17 +173,3 @@ def test_end_to_end_error_has_no_traceback() -> None:
     assert result.returncode == 2
     assert "actor.backend: fsdp does not support pipeline" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
-
-
-@pytest.mark.e2e
-def test_core_does_not_import_hydra() -> None:
-    code = (
-        "import sys, areal_conf, areal_conf.cli, areal_conf.explain, areal_conf.report, "
-        "areal_conf.plan, areal_conf.validate; "
-        "from areal_conf.cli import main; main(['explain', 'fsdp:d4t2', '--groups']); "
-        "assert 'hydra' not in sys.modules and 'omegaconf' not in sys.modules, 'hydra imported'"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
-    assert result.returncode == 0, result.stderr

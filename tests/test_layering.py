@@ -1,0 +1,282 @@
+"""The import graph of the package: dependencies flow one way, text → plan → Hydra.
+
+One table places every module of ``areal_conf`` and of the Hydra plugin in a layer; a
+module may import (at the top or inside a function) only modules of its own layer or a
+lower one. That rules out import cycles, except the documented edges in
+:data:`UPWARD_EDGES`. A second table lists the third-party packages a module must not
+import. The graph is read from the source (every ``import`` statement), so an import
+inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from _helpers import ROOT, run_python
+
+PACKAGES = ("areal_conf", "hydra_plugins.areal_conf_plugin")
+
+#: Modules from the bottom up. A module imports only its own layer or those above it in
+#: this list; the README's architecture section lists them in the same order.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("areal_conf.errors", "areal_conf.backends", "areal_conf.roles", "areal_conf.progress"),
+    ("areal_conf.strategy",),
+    ("areal_conf.allocation", "areal_conf.overrides"),
+    ("areal_conf.grammar",),
+    ("areal_conf.legacy",),
+    ("areal_conf.parser",),
+    ("areal_conf.model_shape",),
+    ("areal_conf.model_checks",),
+    ("areal_conf.layouts", "areal_conf.mesh"),
+    ("areal_conf.memory",),
+    ("areal_conf.plan",),
+    ("areal_conf.engines",),
+    ("areal_conf.fit",),
+    ("areal_conf.validate",),
+    ("areal_conf.sweeps",),
+    ("areal_conf.report",),
+    ("areal_conf.hydra_compat",),
+    ("areal_conf.explain",),
+    ("areal_conf.app",),
+    ("areal_conf.config", "areal_conf.resolvers"),
+    ("areal_conf.schema",),
+    ("areal_conf.cli", "areal_conf.__main__"),
+    ("areal_conf",),
+    ("hydra_plugins.areal_conf_plugin", "hydra_plugins.areal_conf_plugin.areal_launcher"),
+    (
+        "hydra_plugins.areal_conf_plugin._configs",
+        "hydra_plugins.areal_conf_plugin.areal_configs",
+    ),
+    ("hydra_plugins.areal_conf_plugin._core", "hydra_plugins.areal_conf_plugin._sweeper_core"),
+    ("hydra_plugins.areal_conf_plugin.areal_layouts_sweeper",),
+    ("areal_conf.hydra_app",),
+)
+
+#: The imports that point up the layers, each for a reason.
+UPWARD_EDGES: dict[tuple[str, str], str] = {
+    ("areal_conf.allocation", "areal_conf.parser"): (
+        "ModelAllocation.from_str is the parser's entry point on the type it builds; "
+        "the import is made on the first call"
+    ),
+    ("hydra_plugins.areal_conf_plugin.areal_launcher", "hydra_plugins.areal_conf_plugin._core"): (
+        "Hydra imports every plugin module at discovery, so launch() imports the work lazily"
+    ),
+}
+
+
+class Forbidden(NamedTuple):
+    """Modules matching ``modules`` (fnmatch patterns), except ``allowed``, must not
+    import any of ``imports`` (a package name or a module); with ``at_import``, only
+    when they are imported (inside a function is allowed)."""
+
+    why: str
+    modules: tuple[str, ...]
+    imports: tuple[str, ...]
+    allowed: tuple[str, ...] = ()
+    at_import: bool = False
+
+
+HYDRA_FACING = (
+    "areal_conf.config",
+    "areal_conf.resolvers",
+    "areal_conf.hydra_compat",
+    "areal_conf.hydra_app",
+    "areal_conf.explain",
+    "areal_conf.cli",
+)
+
+FORBIDDEN: tuple[Forbidden, ...] = (
+    Forbidden(
+        "the core is plain Python: Hydra-facing modules call it, never the reverse",
+        ("areal_conf", "areal_conf.*"),
+        ("hydra", "hydra_plugins", "omegaconf"),
+        allowed=HYDRA_FACING,
+    ),
+    Forbidden(
+        "pydantic is paid for only when a JSON Schema is asked for",
+        ("areal_conf", "areal_conf.*", "hydra_plugins.*"),
+        ("pydantic",),
+        allowed=("areal_conf.schema",),
+    ),
+    Forbidden(
+        "plugin modules are imported by every Hydra app on the machine: the work they "
+        "start is imported when it runs",
+        (
+            "hydra_plugins.areal_conf_plugin",
+            "hydra_plugins.areal_conf_plugin.areal_*",
+            "hydra_plugins.areal_conf_plugin._configs",
+        ),
+        (
+            "areal_conf",
+            "hydra_plugins.areal_conf_plugin._core",
+            "hydra_plugins.areal_conf_plugin._sweeper_core",
+        ),
+        at_import=True,
+    ),
+)
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        folder = ROOT.joinpath(*package.split("."))
+        for path in sorted(folder.glob("*.py")):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            found[name] = path
+    return found
+
+
+MODULES = module_files()
+
+
+def imports_of(name: str, path: Path, *, top_level: bool = False) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import in the file that runs: at the top or in
+    a function (only at the top with ``top_level``), not under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    if top_level:
+        typing_only |= {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for inner in ast.walk(node)
+        }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            for alias in node.names:
+                # `from areal_conf import strategy` imports the submodule.
+                sub = f"{base}.{alias.name}"
+                yield (sub if sub in MODULES else base), node.lineno
+
+
+def layer_of(module: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if module in layer:
+            return index
+    raise LookupError(module)
+
+
+def test_every_module_has_one_layer() -> None:
+    placed = [m for layer in LAYERS for m in layer]
+    assert len(placed) == len(set(placed)), "a module is in two layers"
+    assert sorted(placed) == sorted(MODULES), (
+        f"not placed: {sorted(set(MODULES) - set(placed))}; "
+        f"placed but missing: {sorted(set(placed) - set(MODULES))}"
+    )
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_flow_down_the_layers(module: str) -> None:
+    own = layer_of(module)
+    upward = []
+    for imported, line in imports_of(module, MODULES[module]):
+        if imported not in MODULES or imported == module:
+            continue
+        if layer_of(imported) > own and (module, imported) not in UPWARD_EDGES:
+            upward.append(f"line {line}: {imported}")
+    assert not upward, f"{module} imports modules of a higher layer: {upward}"
+
+
+@pytest.mark.parametrize("rule", FORBIDDEN, ids=lambda rule: rule.imports[0])
+def test_forbidden_imports(rule: Forbidden) -> None:
+    broken = []
+    for module, path in MODULES.items():
+        if not any(fnmatch(module, pattern) for pattern in rule.modules):
+            continue
+        if module in rule.allowed:
+            continue
+        for imported, line in imports_of(module, path, top_level=rule.at_import):
+            if any(imported == f or imported.startswith(f + ".") for f in rule.imports):
+                broken.append(f"{module} line {line}: {imported}")
+    assert not broken, f"{rule.why}: {broken}"
+
+
+def test_no_import_cycles() -> None:
+    """Redundant with the layers while they hold, but it names the cycle."""
+    graph: dict[str, set[str]] = {
+        module: {
+            imported
+            for imported, _ in imports_of(module, path)
+            if imported in MODULES and imported != module and (module, imported) not in UPWARD_EDGES
+        }
+        for module, path in MODULES.items()
+    }
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, [*path, nxt])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start, [start])
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_upward_edges_exist() -> None:
+    """A documented exception that no longer exists is taken out of the table."""
+    for module, target in UPWARD_EDGES:
+        assert any(i == target for i, _ in imports_of(module, MODULES[module])), (module, target)
+
+
+@pytest.mark.e2e
+def test_the_core_at_work_loads_no_hydra() -> None:
+    """The table reads our imports; this runs the core, so that a third-party import
+    that pulls Hydra in would show too."""
+    core = sorted(
+        m
+        for m in MODULES
+        if m.startswith("areal_conf") and m not in HYDRA_FACING and m != "areal_conf.__main__"
+    )
+    code = "\n".join(
+        [
+            "import importlib, sys",
+            f"for name in {core!r}: importlib.import_module(name)",
+            "from areal_conf import layouts, migrate_allocation_mode, parse_backend",
+            "from areal_conf import rank_groups, validate",
+            "from areal_conf.cli import main",
+            "from areal_conf.memory import estimate",
+            "parse_backend('megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)')",
+            "migrate_allocation_mode('sglang:d4+fsdp:d4')",
+            "rank_groups('megatron:d2p2t2')",
+            "layouts('megatron', 64)",
+            "validate({'rollout': {'backend': 'sglang:d2t2'}, 'actor': {'backend': 'fsdp:d4'}})",
+            "estimate('fsdp:d8', {'num_layers': 32, 'hidden_size': 4096, 'vocab_size': 32000,"
+            " 'num_attention_heads': 32})",
+            "assert main(['explain', 'fsdp:d4t2', '--groups']) == 0",
+            "loaded = sorted(n for n in sys.modules if n.split('.')[0] in"
+            " ('hydra', 'omegaconf', 'pydantic'))",
+            "assert not loaded, loaded",
+        ]
+    )
+    done = run_python("-c", code)
+    assert done.returncode == 0, done.stderr
