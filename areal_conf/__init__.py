@@ -6,36 +6,36 @@ The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code 
 
 The names below are imported on first use, so that a module of this package (the
 ``areal.`` resolvers when a Hydra config first uses one, the schema's dataclasses when an
-app loads ``areal_schema``) costs only what it needs.
+app loads ``areal_schema``) costs only what it needs. No module is named like one of
+these names, so ``areal_conf.validate`` and ``areal_conf.layouts`` are always the
+functions.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from areal_conf.all_layouts import layouts
     from areal_conf.allocation import ModelAllocation, ParallelStrategy
     from areal_conf.app import run_validated
     from areal_conf.errors import AllocationError
-    from areal_conf.layouts import layouts
     from areal_conf.legacy import migrate_allocation_mode
     from areal_conf.mesh import rank_groups
     from areal_conf.parser import parse_backend
-    from areal_conf.validate import validate
+    from areal_conf.validation import validate
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
     "ModelAllocation": "areal_conf.allocation",
     "ParallelStrategy": "areal_conf.allocation",
-    "layouts": "areal_conf.layouts",
+    "layouts": "areal_conf.all_layouts",
     "migrate_allocation_mode": "areal_conf.legacy",
     "parse_backend": "areal_conf.parser",
     "rank_groups": "areal_conf.mesh",
     "run_validated": "areal_conf.app",
-    "validate": "areal_conf.validate",
+    "validate": "areal_conf.validation",
 }
 
 __all__ = [
@@ -62,17 +62,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *__all__])
-
-
-class _Package(types.ModuleType):
-    """Keeps the package attribute ``validate`` the function: importing the submodule
-    ``areal_conf.validate`` would otherwise rebind it to the module, so that
-    ``from areal_conf import validate`` gave a module once anything had imported it."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "validate" and isinstance(value, types.ModuleType):
-            value = value.validate
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

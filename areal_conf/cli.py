@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from areal_conf.all_layouts import layouts
 from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.explain import explain_config, explain_specs
-from areal_conf.layouts import layouts
 from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import SHAPE_KEYS, merge_model

@@ -76,7 +76,7 @@ def explain_config(
     order: str = DEFAULT_ORDER,
 ) -> str:
     """Plan table and GPU map of a composed config; with ``groups`` the rank groups."""
-    from areal_conf.validate import validate
+    from areal_conf.validation import validate
 
     plan = validate(compose_config(config, overrides))
     return plan_report(plan, groups=groups, order=order)

@@ -1,4 +1,4 @@
-"""Will it fit? The memory check that :func:`areal_conf.validate.validate` runs.
+"""Will it fit? The memory check that :func:`areal_conf.validation.validate` runs.
 
 Reads AReaL's own keys from a composed config (a DictConfig or any nested mapping),
 turns them into the knobs of :func:`areal_conf.memory.estimate`, estimates every engine

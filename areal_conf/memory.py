@@ -611,7 +611,7 @@ def find_fix(
     then layouts on 2, 3, ... ``max_factor`` times the GPUs. Each layout is tried as it
     is, then with recomputation. None when nothing tried fits.
     """
-    from areal_conf.layouts import layouts
+    from areal_conf.all_layouts import layouts
     from areal_conf.parser import parse_backend
 
     owner = members[0].allocation

@@ -11,7 +11,7 @@ rule that reads it. The rules, each stated once as a row of :data:`MODEL_RULES`:
 
 They apply to inference allocations too (their tp and pp; cp and ep are 1 there).
 Both uses read the table: the per-dimension filters (:func:`tp_fits` …) that
-:mod:`areal_conf.layouts` sweeps with, and the messages of :func:`model_violations`
+:mod:`areal_conf.all_layouts` sweeps with, and the messages of :func:`model_violations`
 and :func:`check_model`, so a sweep and a check can never disagree. A sweep asks one
 thing more (:func:`ep_fits`): it offers ``ep > 1`` only when num_experts is set.
 """

@@ -4,7 +4,7 @@ It is read from the structured config dataclasses of :mod:`areal_conf.config` by
 pydantic's ``TypeAdapter``: their fields, types and defaults, their docstrings as
 descriptions, the notes of their ``Annotated`` types as bounds and fixed names. Nothing
 here restates a field. This module is imported only to print the schema; validation of a
-real config is :func:`areal_conf.validate.validate`.
+real config is :func:`areal_conf.validation.validate`.
 
 The engine sections are described from the role table (:data:`areal_conf.engines.ROLE`):
 one section per role, with the keys of the dataclass of the role's kind. Every ``backend``

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from areal_conf.all_layouts import layouts
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
 from areal_conf.engines import engine_backend, engine_names
 from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
 from areal_conf.memory import MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import merge_model
@@ -187,7 +187,7 @@ def _fitting(cfg: Any, engine: str, specs: Sequence[str]) -> list[str]:
     """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
     engines included), smallest memory per GPU of ``engine`` first."""
     from areal_conf.model_shape import model_shape
-    from areal_conf.validate import validate
+    from areal_conf.validation import validate
 
     model = cfg.get("model")
     actor = cfg.get("actor")

@@ -21,7 +21,7 @@ from hydra import compose, initialize_config_dir
 
 import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
 from areal_conf.errors import AllocationError
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 FIXTURES = Path("/work/shared/fixtures/areal")
 

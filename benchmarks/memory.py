@@ -36,8 +36,7 @@ import areal_conf.config  # noqa: E402  (registers the schema and the areal. res
 import areal_conf.fit  # noqa: E402
 from areal_conf.model_checks import MODEL_KEYS  # noqa: E402
 
-# The module itself: the package attribute `areal_conf.validate` is the function.
-validate_module: Any = importlib.import_module("areal_conf.validate")
+validate_module: Any = importlib.import_module("areal_conf.validation")
 
 TARGET_MS = 1.0
 QWEN = ROOT / "tests" / "fixtures" / "hf" / "qwen2_5_7b" / "config.json"

@@ -4,9 +4,9 @@ validate``; the CLI behind a closed pipe; progress of long validations."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -177,12 +177,12 @@ def test_run_validated_leaves_errors_alone_under_hydra_full_error(
 def test_validate_is_the_function() -> None:
     from areal_conf import validate
 
-    assert callable(validate) and validate.__module__ == "areal_conf.validate"
+    assert callable(validate) and validate.__module__ == "areal_conf.validation"
+    # Importing the modules rebinds no package attribute: none is named like a function.
+    importlib.import_module("areal_conf.validation")
+    importlib.import_module("areal_conf.all_layouts")
     assert areal_conf.validate is validate
-    import areal_conf.validate as module  # the submodule is still importable by name
-
-    assert sys.modules["areal_conf.validate"].validate is validate
-    assert module is validate  # `import a.b as m` reads the package attribute: the function
+    assert areal_conf.layouts.__module__ == "areal_conf.all_layouts"
     plan = validate(
         {
             "rollout": {"backend": "sglang:d2t4"},

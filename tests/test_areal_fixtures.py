@@ -25,7 +25,7 @@ from areal_conf import AllocationError
 from areal_conf.engines import ROLE_NAMES
 from areal_conf.explain import explain_config
 from areal_conf.hydra_compat import VERSION_BASE
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 FIXTURES = Path("/work/shared/fixtures/areal")
 

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from areal_conf import AllocationError
 from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
 from areal_conf.report import plan_table
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 
 def colo(target: str, fork: bool = True) -> dict[str, Any]:

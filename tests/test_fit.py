@@ -16,7 +16,7 @@ from areal_conf.cli import main
 from areal_conf.memory import parameter_count
 from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf_config
 from areal_conf.report import plan_table
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 HF = ROOT / "tests" / "fixtures" / "hf"
 

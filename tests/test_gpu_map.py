@@ -9,7 +9,7 @@ from _helpers import compose_config
 from areal_conf import parse_backend
 from areal_conf.plan import EnginePlan, Plan
 from areal_conf.report import engine_letters, node_cells, render_gpu_map
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 COLOCATED = {"type": "colocation", "target": "actor"}
 SEPARATE = {"type": "separation"}

@@ -10,7 +10,7 @@ from _helpers import Train, compose_config
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 
 def test_default_config_plan() -> None:

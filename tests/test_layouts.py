@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from areal_conf.all_layouts import layouts
 from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
 from areal_conf.model_checks import model_violations
 from areal_conf.parser import parse_backend
 

@@ -8,7 +8,7 @@ from _helpers import Train, compose_config
 from areal_conf import AllocationError, parse_backend, rank_groups
 from areal_conf.plan import place
 from areal_conf.report import plan_table
-from areal_conf.validate import validate
+from areal_conf.validation import validate
 
 COLOCATED = {"type": "colocation", "target": "actor"}
 

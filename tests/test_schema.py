@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from areal_conf import config as dataclass_configs
+from areal_conf.all_layouts import layouts
 from areal_conf.cli import main
 from areal_conf.engines import ROLE, ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
 from areal_conf.parser import parse_backend
 from areal_conf.schema import (
     HYDRA_KEYS,

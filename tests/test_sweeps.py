@@ -22,9 +22,9 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.test_utils.test_utils import TSweepRunner
 from omegaconf import DictConfig, OmegaConf
 
+from areal_conf.all_layouts import layouts
 from areal_conf.cli import main
 from areal_conf.errors import AllocationError
-from areal_conf.layouts import layouts
 from areal_conf.overrides import hydra_value, shell_sweep_override, sweep_override
 from areal_conf.parser import parse_backend
 from areal_conf.sweeps import engine_layouts

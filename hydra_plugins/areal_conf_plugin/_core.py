@@ -2,7 +2,7 @@
 
 For a batch of jobs: compose every job config the way Hydra does
 (``config_loader.load_sweep_config``), validate each with
-``areal_conf.validate.validate``, and either
+``areal_conf.validation.validate``, and either
 
 * raise one ``ConfigCompositionException`` that lists every failing job (number,
   overrides as the user would type them, reason) before anything ran,
@@ -311,7 +311,7 @@ def unvalidated_notice(nums: Sequence[int], total: int, root: str) -> str:
 
 
 def _validate(job_cfg: DictConfig) -> Plan:
-    from areal_conf.validate import validate
+    from areal_conf.validation import validate
 
     return validate(job_cfg)
 

@@ -1,7 +1,7 @@
 """The ``areal`` launcher: validate every job of a batch, then hand the batch on.
 
 ``hydra/launcher=areal`` composes each job of a multirun batch, checks it with
-``areal_conf.validate.validate`` (the same check as ``train.py``) and only then gives
+``areal_conf.validation.validate`` (the same check as ``train.py``) and only then gives
 the batch to an *inner* launcher: Hydra's basic launcher by default, or any installed
 launcher plugin selected with the package override
 ``hydra/launcher@hydra.launcher.launcher=<name>`` (``joblib``, ``submitit_local``,
