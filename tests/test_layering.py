@@ -281,3 +281,10 @@ def test_the_core_at_work_loads_no_hydra() -> None:
     )
     done = run_python("-c", code)
     assert done.returncode == 0, done.stderr
+
+
+def test_readme_lists_the_modules_in_layer_order() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    listed = [line[3:].split("`", 1)[0] for line in section.splitlines() if line.startswith("- `")]
+    assert listed == [m for layer in LAYERS for m in layer]
