@@ -63,11 +63,14 @@ AREAL_SUBMITIT_SLURM = _with_inner("submitit_slurm")
 AREAL_RAY = _with_inner("ray")
 
 
+LAYOUTS_SWEEPER_TARGET = "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper"
+
+
 @dataclass
 class AReaLLayoutsSweeperConf:
     """``hydra/sweeper=areal_layouts``; null fields take their value from the config."""
 
-    _target_: str = "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper"
+    _target_: str = LAYOUTS_SWEEPER_TARGET
     # The engine whose `<engine>.backend` the sweep sets (rollout, actor, critic, ref, teacher).
     engine: str = "actor"
     # Backend name to sweep (fsdp, megatron, ...); null: the engine's current backend.

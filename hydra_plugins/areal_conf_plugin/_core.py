@@ -32,6 +32,7 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
+from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ AUTO = "auto"
 #: validated as a whole and stops at an invalid job (``on_invalid=auto``).
 UPFRONT_SWEEPERS = (
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-    "hydra_plugins.areal_conf_plugin.areal_layouts_sweeper.AReaLLayoutsSweeper",
+    LAYOUTS_SWEEPER_TARGET,
 )
 
 
