@@ -19,8 +19,11 @@ from typing import Final
 from areal_conf import strategy
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import (
+    ATTN_DIMS,
     BACKENDS,
+    DIM_LETTERS,
     DIM_NAMES,
+    FFN_DIMS,
     MAX_SIZE,
     BackendRule,
     backends_supporting,
@@ -31,10 +34,8 @@ from areal_conf.strategy import ParallelStrategy, SizeProblem
 
 _ASCII_DIGITS: Final = frozenset("0123456789")
 _BLANKS: Final = frozenset(" \t")
-_DIM_LETTERS: Final = frozenset("dtpce")
+_DIM_LETTERS: Final = frozenset(DIM_LETTERS)
 _MAX_DIGITS: Final = len(str(MAX_SIZE))
-_ATTN_DIMS: Final = "dtpc"
-_FFN_DIMS: Final = "dtpe"
 _DIMS_EXAMPLE: Final = "dimensions are d (data), t (tensor), p (pipeline), c (context), e (expert)"
 
 # A dimension as parsed: letter → (size, position of the letter, length of letter+size).
@@ -59,10 +60,12 @@ def parse(spec: str) -> ModelAllocation:
 # quantifiers over unambiguous tokens cannot backtrack, so a long input fails in linear
 # time. Anything unusual (blanks, any error) returns None and goes to the full parser,
 # the one authority for messages; tests check that both agree on every accepted input.
-_FAST_SIZE: Final = "[1-9][0-9]{0,6}"
-_FAST_FLAT: Final = re.compile(rf"(sglang|vllm|fsdp|megatron|archon):((?:[dtpce]{_FAST_SIZE})++)")
+_FAST_SIZE: Final = f"[1-9][0-9]{{0,{_MAX_DIGITS - 1}}}"
+_FAST_NAMES: Final = "|".join(BACKENDS)
+_FAST_HYBRID_NAMES: Final = "|".join(name for name, rule in BACKENDS.items() if rule.hybrid)
+_FAST_FLAT: Final = re.compile(rf"({_FAST_NAMES}):((?:[dtpce]{_FAST_SIZE})++)")
 _FAST_HYBRID: Final = re.compile(
-    rf"(megatron|archon):\((?:attn:)((?:[dtpc]{_FAST_SIZE})++)\|ffn:((?:[dtpe]{_FAST_SIZE})++)\)"
+    rf"({_FAST_HYBRID_NAMES}):\((?:attn:)((?:[dtpc]{_FAST_SIZE})++)\|ffn:((?:[dtpe]{_FAST_SIZE})++)\)"
 )
 _FAST_DIM: Final = re.compile(r"([dtpce])([0-9]+)")
 
@@ -81,8 +84,8 @@ def parse_fast(spec: str) -> ModelAllocation | None:
         if match is None:
             return None
         backend, attn_body, ffn_body = match.groups()
-        attn = _fast_sizes(attn_body, _ATTN_DIMS)
-        ffn = _fast_sizes(ffn_body, _FFN_DIMS)
+        attn = _fast_sizes(attn_body, ATTN_DIMS)
+        ffn = _fast_sizes(ffn_body, FFN_DIMS)
         if attn is None or ffn is None:
             return None
         get = attn.get
@@ -416,7 +419,7 @@ class Parser(_Scanner):
         )
 
     def flat(self, dims: _Dims) -> ParallelStrategy:
-        sizes = strategy.flat(*(_size(dims, letter) for letter in "dtpce"))
+        sizes = strategy.flat(*(_size(dims, letter) for letter in DIM_LETTERS))
         if isinstance(sizes, SizeProblem):
             raise self.size_error(sizes, dims, {})
         return sizes
@@ -436,13 +439,13 @@ class Parser(_Scanner):
             self.pos += 1
         example = f"{backend}:(attn:d4p2t2c2|ffn:d2p2t4e2)"
         self.section_label("attn", example)
-        attn = self.dims(backend, _ATTN_DIMS, section="attn")
+        attn = self.dims(backend, ATTN_DIMS, section="attn")
         if not attn:
             raise self.unexpected("missing dimensions in the attn section", f"e.g. {example}")
         self.expect("|", "'|' between the attn and ffn sections", f"e.g. {example}")
         self.section_label("ffn", example)
         ffn_start = self.pos
-        ffn = self.dims(backend, _FFN_DIMS, section="ffn")
+        ffn = self.dims(backend, FFN_DIMS, section="ffn")
         if not ffn:
             raise self.unexpected("missing dimensions in the ffn section", f"e.g. {example}")
         if parenthesised:
@@ -470,7 +473,7 @@ class Parser(_Scanner):
         """MoE parallel folding: derive and check the ffn layout against attn."""
         found_d, found_p = ffn.get("d"), ffn.get("p")
         sizes = strategy.hybrid(
-            *(_size(attn, letter) for letter in "dtpc"),
+            *(_size(attn, letter) for letter in ATTN_DIMS),
             ffn_dp=None if found_d is None else found_d[0],
             ffn_pp=None if found_p is None else found_p[0],
             etp=_size(ffn, "t"),

@@ -45,7 +45,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from areal_conf import config
-from areal_conf.backends import BACKENDS, MAX_SIZE
+from areal_conf.backends import ATTN_DIMS, BACKENDS, DIM_LETTERS, FFN_DIMS, MAX_SIZE
 from areal_conf.roles import ROLE, Role
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -75,10 +75,10 @@ def _dims(allowed: str, letters: str) -> str:
 def _spec(name: str) -> str:
     """The syntax of one backend's strings, without anchors."""
     rule = BACKENDS[name]
-    body = _dims(rule.dims, "dtpce")
+    body = _dims(rule.dims, DIM_LETTERS)
     if rule.hybrid:
-        attn = _dims(rule.dims, "dtpc")
-        ffn = _dims(rule.dims, "dtpe")
+        attn = _dims(rule.dims, ATTN_DIMS)
+        ffn = _dims(rule.dims, FFN_DIMS)
         sections = f"attn{_BLANK}:{_BLANK}{attn}{_BLANK}\\|{_BLANK}ffn{_BLANK}:{_BLANK}{ffn}"
         body = f"(?:{body}|\\({_BLANK}{sections}{_BLANK}\\)|{sections})"
     return f"{name}{_BLANK}:{_BLANK}{body}"

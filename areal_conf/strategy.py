@@ -24,9 +24,10 @@ from areal_conf.errors import AllocationError
 class SizeProblem(NamedTuple):
     """A size rule that a layout breaks.
 
-    ``where`` names the part of a backend string to point at: a dimension letter of a flat
-    string (``"e"``), one of the ffn section (``"ffn.d"``, ``"ffn.p"``, ``"ffn.t"``,
-    ``"ffn.e"``), the whole ffn section (``"ffn"``), or ``""`` for the whole string.
+    ``where`` names the part of a backend string to point at: the expert size ``"e"`` (of
+    the ffn section in the hybrid form), a size of the ffn section (``"ffn.d"``,
+    ``"ffn.p"``, ``"ffn.t"``), the whole ffn section (``"ffn"``), or ``""`` for the
+    whole string.
     """
 
     reason: str
