@@ -12,8 +12,9 @@ rule that reads it. The rules, each stated once as a row of :data:`MODEL_RULES`:
 They apply to inference allocations too (their tp and pp; cp and ep are 1 there).
 Both uses read the table: the per-dimension filters (:func:`tp_fits` …) that
 :mod:`areal_conf.all_layouts` sweeps with, and the messages of :func:`model_violations`
-and :func:`check_model`, so a sweep and a check can never disagree. A sweep asks one
-thing more (:func:`ep_fits`): it offers ``ep > 1`` only when num_experts is set.
+and :func:`check_model`, so a sweep and a check can never disagree. (While num_experts
+is null a sweep offers no expert layout at all: :mod:`areal_conf.all_layouts` decides
+that, as the rule has nothing to hold against a layout then.)
 """
 
 from __future__ import annotations
@@ -196,13 +197,6 @@ def cp_fits(model: ModelSpec, cp: int) -> bool:
 
 
 def ep_fits(model: ModelSpec, ep: int) -> bool:
-    """The expert rule, and more: a sweep offers ``ep > 1`` only with num_experts set.
-
-    The check skips a null num_experts (nothing to hold against the layout), but a
-    sweep must not invent expert layouts for a model whose experts are unknown.
-    """
-    if ep > 1 and model["num_experts"] is None:
-        return False
     return _fits(_EP_RULES, model, ep)
 
 

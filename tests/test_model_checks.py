@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from areal_conf.all_layouts import layouts
 from areal_conf.errors import AllocationError
 from areal_conf.model_checks import (
     MODEL_KEYS,
@@ -234,9 +235,9 @@ def test_keys() -> None:
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 48)
 
 
-# num_experts set in both: with it null the filter and the check differ on purpose
-# (test_ep_filter_needs_experts_the_check_does_not).
-@pytest.mark.parametrize("model", [DENSE | {"num_experts": 10}, MOE], ids=["dense", "moe"])
+@pytest.mark.parametrize(
+    "model", [DENSE, DENSE | {"num_experts": 10}, MOE], ids=["dense", "dense-10-experts", "moe"]
+)
 def test_filters_and_messages_agree(model: dict[str, int | None]) -> None:
     # A size passes its filter exactly when no message names a rule on that size.
     spec = validate_model(model)
@@ -254,12 +255,15 @@ def test_every_model_key_has_a_rule() -> None:
     assert sorted(rule.key for rule in MODEL_RULES) == sorted(MODEL_KEYS)
 
 
-def test_ep_filter_needs_experts_the_check_does_not() -> None:
-    # The check skips a null num_experts; a sweep offers no expert layout without it.
-    dense = validate_model(DENSE)
+def test_a_sweep_offers_no_expert_layout_without_num_experts() -> None:
+    # The rule skips a null num_experts; the enumeration itself leaves expert layouts out.
     assert model_violations(parse_backend("megatron:d4e4"), DENSE) == []
-    assert ep_fits(dense, 1)
-    assert not ep_fits(dense, 4)
+
+    def experts(spec: str) -> bool:
+        return "e" in spec.split(":", 1)[1]
+
+    assert not [s for s in layouts("megatron", 8, model=DENSE) if experts(s)]
+    assert any(experts(s) for s in layouts("megatron", 8, model=DENSE | {"num_experts": 8}))
 
 
 @pytest.mark.parametrize("value", [0, -3, True, 2.0, "8"])
