@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from _helpers import ROOT
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, parse_backend, validate
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "backend-strings.md"
 CATALOGUE_HEADING = "## Error catalogue"
 # The subsection of the catalogue each kind of entry belongs in.

@@ -6,8 +6,6 @@ import copy
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from _helpers import ROOT, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
@@ -23,9 +22,9 @@ from omegaconf import OmegaConf
 from areal_conf import config as dataclass_configs
 from areal_conf.all_layouts import layouts
 from areal_conf.cli import main
-from areal_conf.engines import ROLE, ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
+from areal_conf.roles import ROLE, ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.schema import (
     HYDRA_KEYS,
     SECTION_OF_KIND,
@@ -35,7 +34,6 @@ from areal_conf.schema import (
     section_title,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 INFERENCE = re.compile(backend_pattern("inference"))
@@ -435,10 +433,12 @@ def test_omegaconf_types_each_field_without_its_schema_notes(cls: type) -> None:
         assert child._metadata.optional is optional, name
 
 
+@pytest.mark.e2e
 def test_loading_the_config_imports_no_pydantic() -> None:
     code = (
         "import sys, areal_conf.config as c; c.schema_node(); "
         "assert 'pydantic' not in sys.modules, 'pydantic'; "
         "assert 'areal_conf.engines' not in sys.modules, 'engines'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    done = run_python("-c", code)
+    assert done.returncode == 0, done.stderr
