@@ -12,8 +12,6 @@ DIM_NAMES: Final = {
     "e": "expert",
 }
 DIM_LETTERS: Final = "".join(DIM_NAMES)
-# Canonical print order of the dimensions.
-DIM_ORDER: Final = "dptce"
 # The sections of the hybrid form: context parallelism only in attn, expert only in ffn
 # (whose t is the expert tensor size and d the expert data size).
 ATTN_DIMS: Final = "dtpc"
