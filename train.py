@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from areal_conf import run_validated, validate
-from areal_conf.hydra_app import unvalidated_sweep_warning
+from areal_conf.hydra_app import app_config_path, unvalidated_sweep_warning
 from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.report import plan_table, render_gpu_map
 
@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 
 # areal_schema and the areal. resolvers come from the installed plugin, nothing to import.
 # VERSION_BASE: Hydra's current defaults on 1.3 and 1.4 alike (the job stays in the
-# directory it was started from), without a warning on either.
-@hydra.main(config_path="conf", config_name="config", **VERSION_BASE)
+# directory it was started from), without a warning on either. With --config-dir the
+# user's directory is the only one searched, so conf/config.yaml never shadows a user's
+# config.yaml.
+@hydra.main(config_path=app_config_path("conf"), config_name="config", **VERSION_BASE)
 def main(cfg: DictConfig) -> None:
     warning = unvalidated_sweep_warning()  # a multirun through a launcher that does not validate
     if warning:

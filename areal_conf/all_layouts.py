@@ -77,18 +77,20 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
     out: list[str] = []
     append = out.append
 
-    pps = [p for p in div_n if p == 1 or ("p" in dims and pp_fits(m, p))]
+    pps = [p for p in div_n if p == 1 or ("p" in dims and pp_fits(m, p, backend))]
     for pp in pps:
         per_stage = n // pp  # dp·tp·cp, and edp·etp·ep
         div_stage = [d for d in div_n if per_stage % d == 0]
-        tps = [t for t in div_stage if t == 1 or ("t" in dims and t <= cap and tp_fits(m, t))]
+        tps = [
+            t for t in div_stage if t == 1 or ("t" in dims and t <= cap and tp_fits(m, t, backend))
+        ]
         # Expert pairs (ep, etp), ascending, with their canonical text: ep·etp must
         # divide the GPUs of a stage (edp = per_stage / (ep·etp) whole).
         pairs: list[tuple[int, int, str]] = [(1, 1, "")]
         if experts is not None:
             pairs = []
             for ep in div_stage:
-                if not ep_fits(m, ep):
+                if not ep_fits(m, ep, backend):
                     continue
                 pairs.append((ep, 1, expert_text(ep)))
                 if hybrid:
@@ -101,7 +103,7 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
             cps = [
                 c
                 for c in div_stage
-                if per_tp % c == 0 and (c == 1 or ("c" in dims and cp_fits(m, c)))
+                if per_tp % c == 0 and (c == 1 or ("c" in dims and cp_fits(m, c, backend)))
             ]
             for cp in cps:
                 dp = per_tp // cp

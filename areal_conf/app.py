@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
 
-from areal_conf.engines import unresolvable
 from areal_conf.errors import AllocationError
+from areal_conf.reading import unresolvable
 
 T = TypeVar("T")
 
@@ -31,6 +31,12 @@ EXIT_INVALID = 2
 EXIT_HYDRA = 1
 
 _FULL_ERROR = "HYDRA_FULL_ERROR"
+
+#: How Hydra 1.4.0rc3 refuses ``../x`` in a defaults list, which AReaL's
+#: examples use (``- ../math/gsm8k_grpo_megatron@_global_``) and the Hydra AReaL pins
+#: composes.
+_PARENT_TRAVERSAL = "Parent traversal ('..')"
+AREAL_HYDRA_PINS = "hydra-core==1.4.0.dev1 omegaconf==2.4.0.dev2"
 
 
 def run_validated(
@@ -93,10 +99,24 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
             return text, EXIT_INVALID  # the areal launcher's list of invalid jobs
         if _is_omegaconf_error(exc.__cause__):
             text += "\n" + str(exc.__cause__)
+        if _PARENT_TRAVERSAL in text:
+            text += "\n" + parent_traversal_hint()
         return text, EXIT_HYDRA
     if _is_omegaconf_error(exc):
         return _omegaconf_message(exc, argv), EXIT_INVALID
     return None
+
+
+def parent_traversal_hint() -> str:
+    """What to do when this Hydra refuses a defaults entry that starts with ``..``."""
+    hydra = sys.modules.get("hydra")
+    version = getattr(hydra, "__version__", "installed")
+    return (
+        "hint: AReaL pins hydra-core 1.4.0.dev1, which composes '..' in a defaults list as "
+        f"AReaL's examples use it; hydra-core {version} refuses it (AReaL's own loader "
+        "too). Keep the file as it is and install AReaL's pins: "
+        f"python -m pip install {AREAL_HYDRA_PINS}"
+    )
 
 
 def _omegaconf_message(exc: BaseException, argv: Sequence[str]) -> str:

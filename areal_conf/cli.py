@@ -18,9 +18,29 @@ from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.report import memory_text
 from areal_conf.roles import ROLE_NAMES
+from areal_conf.settings import Settings, from_environment
 from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
 
 _LAYOUTS_MAX_TP = 8  # the typical GPUs per node
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """areal-conf's knobs: the environment's, with this command line's options on top."""
+    from areal_conf.areal_versions import supported_version
+
+    env = from_environment()
+    version = getattr(args, "areal_version", None)
+    if version is not None:
+        supported_version(version, where="--areal-version")
+    gb = getattr(args, "gpu_memory_gb", None)
+    model = parse_model_args(getattr(args, "model", None) or [])
+    return Settings(
+        areal_version=version,
+        gpu_memory_gb=gb if gb is not None else env.gpu_memory_gb,
+        gpu_memory_from="--gpu-memory-gb" if gb is not None else env.gpu_memory_from,
+        model=model or env.model,
+        model_from="--model" if model else env.model_from,
+    )
 
 
 def _explain(args: argparse.Namespace) -> None:
@@ -31,7 +51,15 @@ def _explain(args: argparse.Namespace) -> None:
                 None,
                 hint="override it instead, e.g. cluster.n_nodes=4 cluster.n_gpus_per_node=8",
             )
-        print(explain_config(args.config, args.spec, groups=args.groups, order=args.order))
+        print(
+            explain_config(
+                args.config,
+                args.spec,
+                groups=args.groups,
+                order=args.order,
+                settings=settings_from(args),
+            )
+        )
         return
     if not args.spec:
         raise AllocationError(
@@ -52,13 +80,15 @@ def _explain(args: argparse.Namespace) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> None:
+    from areal_conf.areal_versions import choose_rules
     from areal_conf.legacy import migrate_allocation_mode, migration_yaml
     from areal_conf.overrides import shell_line
 
+    layout = choose_rules(args.areal_version).rules.teacher_layout
     if args.yaml:
-        print(migration_yaml(args.legacy), end="")
+        print(migration_yaml(args.legacy, teacher_layout=layout), end="")
     else:
-        print(shell_line(migrate_allocation_mode(args.legacy)))
+        print(shell_line(migrate_allocation_mode(args.legacy, teacher_layout=layout)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,12 +121,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--nodes", type=int, help="place each backend string alone on this many nodes (GPU map)"
     )
     explain.add_argument("--gpus-per-node", type=int, help="GPUs per node for --nodes (default 8)")
+    explain.add_argument(
+        "--model",
+        metavar="KEY=VALUE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="with --config: the model's shape for the layout and memory checks, e.g. "
+        "--model hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a Hugging Face "
+        "id) or sizes such as num_layers=48; default: from the config's actor.path "
+        "(environment: AREAL_CONF_MODEL)",
+    )
+    explain.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        metavar="GB",
+        help="with --config: memory of one GPU in GB (10^9 bytes), default 80 "
+        "(environment: AREAL_CONF_GPU_MEMORY_GB)",
+    )
+    _add_version_option(explain)
     explain.set_defaults(run=_explain)
     migrate = commands.add_parser(
         "migrate", help="translate a deprecated allocation_mode into per-engine overrides"
     )
     migrate.add_argument("legacy", help="e.g. 'sglang:d4t2+fsdp:d8'")
     migrate.add_argument("--yaml", action="store_true", help="print a YAML block instead")
+    _add_version_option(migrate)
     migrate.set_defaults(run=_migrate)
     _add_layouts_command(commands)
     schema = commands.add_parser(
@@ -104,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.set_defaults(run=_schema)
     return parser
+
+
+def _add_version_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--areal-version",
+        metavar="VERSION",
+        help="apply the rules of this AReaL version (1.0 or 2.0); default: "
+        "AREAL_CONF_AREAL_VERSION, else the installed areal, else the newest",
+    )
 
 
 def _add_layouts_command(commands: Any) -> None:
@@ -195,7 +254,7 @@ def _max_tp_arg(text: str) -> int | None:
 
 
 def _layouts(args: argparse.Namespace) -> None:
-    model = merge_model(parse_model_args(args.model))
+    model = merge_model(None, None, parse_model_args(args.model), "--model")
     engine = args.engine or default_engine(args.backend)
     check_engine_kind(engine, args.backend)
     found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)

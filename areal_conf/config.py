@@ -122,9 +122,10 @@ class ClusterConfig:
     n_nodes: Annotated[int, AtLeastOne] = 1
     n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
     """0 for a CPU run: engines run as processes without GPUs"""
-    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] = 80.0
+    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] | None = None
     """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
-    against it when the model shape is known"""
+    against it when the model shape is known; null: 80 GB is assumed and an engine that
+    would not fit is a warning, not an error"""
 
 
 @dataclass

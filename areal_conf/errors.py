@@ -50,6 +50,14 @@ class AllocationError(ValueError):
             lines.append("hint: " + self.hint)
         return "\n".join(lines)
 
+    def with_hint(self, hint: str) -> AllocationError:
+        """The same error with another hint (a fix spelled for the config at hand)."""
+        if hint == self.hint:
+            return self
+        err = AllocationError(self.reason, self.spec, self.position, length=self.length, hint=hint)
+        err.key = self.key
+        return err
+
     def with_context(self, key: str) -> AllocationError:
         """The same error, its first line prefixed with the config key it came from.
 

@@ -21,6 +21,7 @@ from areal_conf.errors import AllocationError
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
 from areal_conf.report import allocation_report, plan_report
+from areal_conf.settings import Settings
 
 
 def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
@@ -74,11 +75,13 @@ def explain_config(
     *,
     groups: bool = False,
     order: str = DEFAULT_ORDER,
+    settings: Settings | None = None,
 ) -> str:
-    """Plan table and GPU map of a composed config; with ``groups`` the rank groups."""
+    """Plan table and GPU map of a composed config; with ``groups`` the rank groups.
+    ``settings``: areal-conf's own knobs (the AReaL version, a GPU's memory, the model)."""
     from areal_conf.validation import validate
 
-    plan = validate(compose_config(config, overrides))
+    plan = validate(compose_config(config, overrides), settings=settings)
     return plan_report(plan, groups=groups, order=order)
 
 

@@ -1,16 +1,16 @@
 """Will it fit? The memory check that :func:`areal_conf.validation.validate` runs.
 
-Reads AReaL's own keys from a composed config (a DictConfig or any nested mapping),
-turns them into the knobs of :func:`areal_conf.memory.estimate`, estimates every engine
-and raises one AllocationError for the first engine, or group of colocated engines, that
-does not fit a GPU of ``cluster.gpu_memory_gb``. The hint states a change that would fit,
-computed with the same estimate. No Hydra here.
+Turns AReaL's own keys, as :mod:`areal_conf.reading` read them, into the knobs of
+:func:`areal_conf.memory.estimate`, estimates every engine and raises one AllocationError
+for the first engine, or group of colocated engines, that does not fit a GPU. The hint
+states a change that would fit, computed with the same estimate. No Hydra here.
 
-Keys read (all optional; AReaL's defaults otherwise): ``cluster.gpu_memory_gb``,
+Keys used (all optional; AReaL's defaults otherwise):
 ``enable_offload``, ``<engine>.offload``, ``<engine>.optimizer`` (null: no training),
 ``<engine>.is_critic`` (default: true for the critic),
 ``<engine>.gradient_checkpointing``, ``<engine>.mb_spec.max_tokens_per_mb``,
 ``<engine>.attn_impl``, ``<engine>.dtype``, ``<engine>.grad_reduce_dtype``,
+``<engine>.optimizer_dtype`` (AReaL 2.0's FSDP storage),
 ``<engine>.megatron.ddp.use_distributed_optimizer``,
 ``<engine>.megatron.recompute_granularity``, ``sglang.mem_fraction_static``,
 ``sglang.dtype``, ``vllm.gpu_memory_utilization``, ``vllm.dtype``,
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 from areal_conf.memory import (
-    DEFAULT_GPU_MEMORY_GB,
     GB,
     GroupNeed,
     Member,
@@ -34,8 +34,8 @@ from areal_conf.memory import (
     find_fix,
     group_need,
 )
-from areal_conf.model_shape import ModelShape, model_shape
-from areal_conf.roles import ROLE
+from areal_conf.model_shape import ModelShape
+from areal_conf.reading import EngineSection, RunConfig
 
 if TYPE_CHECKING:
     from areal_conf.plan import EnginePlan
@@ -48,115 +48,96 @@ class MemoryCheck:
     estimates: dict[str, MemoryEstimate | None]
     note: str = ""
     warnings: tuple[str, ...] = ()
-
-
-def _get(node: Any, *path: str, default: Any = None) -> Any:
-    # ``in`` first: a DictConfig's get() of a key its schema lacks builds an exception.
-    for key in path:
-        if node is None or not hasattr(node, "keys") or key not in node.keys():  # noqa: SIM118  (see above)
-            return default
-        node = node.get(key)
-    return default if node is None else node
-
-
-def gpu_memory_gb(cfg: Any) -> float:
-    """``cluster.gpu_memory_gb`` (default 80), checked."""
-    value = _get(cfg, "cluster", "gpu_memory_gb", default=DEFAULT_GPU_MEMORY_GB)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise AllocationError(
-            f"cluster.gpu_memory_gb: must be a positive number of GB (10^9 bytes), got {value!r}",
-            value,
-            None,
-            hint="e.g. cluster.gpu_memory_gb=80 for an 80 GB GPU",
-        )
-    return float(value)
+    #: The engines that do not fit, when the check only reports it (``strict=False``).
+    problem: AllocationError | None = None
 
 
 def engine_knobs(
-    cfg: Any, name: str, is_inference: bool, backend: str, gpu_gb: float | None = None
+    run: RunConfig, engine: EngineSection, alloc: ModelAllocation, gpu_gb: float
 ) -> dict[str, Any]:
-    """The keyword arguments of :func:`estimate` for engine ``name`` of ``cfg``."""
-    node = _get(cfg, name)
-    present = set(node.keys()) if node is not None and hasattr(node, "keys") else set()
-
-    def at(key: str, *rest: str, default: Any = None) -> Any:
-        if key not in present:
-            return default
-        return _get(node.get(key), *rest, default=default)
-
-    knobs: dict[str, Any] = {"gpu_memory_gb": gpu_memory_gb(cfg) if gpu_gb is None else gpu_gb}
-    if is_inference:
-        server = _get(cfg, backend)
-        key = "mem_fraction_static" if backend == "sglang" else "gpu_memory_utilization"
-        fraction = _get(server, key)
+    """The keyword arguments of :func:`estimate` for one engine of ``run``."""
+    knobs: dict[str, Any] = {"gpu_memory_gb": gpu_gb}
+    workload = run.workload
+    if alloc.is_inference:
+        backend = alloc.backend
+        fraction = workload.mem_fraction.get(backend)
         if fraction is not None:
-            knobs["mem_fraction"] = float(fraction)
-        knobs["dtype"] = str(_get(server, "dtype", default="bfloat16"))
-        concurrent = at("max_concurrent_rollouts") or at("consumer_batch_size")
-        dataset = _get(cfg, "train_dataset")
-        concurrent = concurrent or _get(dataset, "batch_size")
+            knobs["mem_fraction"] = fraction
+        knobs["dtype"] = workload.server_dtype.get(backend, "bfloat16")
+        concurrent = (
+            engine.max_concurrent_rollouts or engine.consumer_batch_size or workload.batch_size
+        )
         if concurrent is not None:
             knobs["max_concurrent_rollouts"] = int(concurrent)
-        knobs["prompt_len"] = int(_get(dataset, "max_length", default=0))
-        knobs["max_new_tokens"] = int(_get(cfg, "gconfig", "max_new_tokens", default=16384))
+        knobs["prompt_len"] = workload.prompt_len
+        knobs["max_new_tokens"] = workload.max_new_tokens
         return knobs
-    knobs["is_critic"] = bool(at("is_critic", default=name == "critic"))
-    if "optimizer" in present:
-        knobs["trainable"] = node.get("optimizer") is not None
-    else:
-        knobs["trainable"] = name in ROLE and ROLE[name].trains
-    if at("gradient_checkpointing", default=False):
-        granularity = at("megatron", "recompute_granularity", default="full")
-        knobs["recompute"] = "full" if backend != "megatron" or granularity == "full" else "none"
-    tokens = at("mb_spec", "max_tokens_per_mb")
-    if tokens is not None:
-        knobs["tokens_per_microbatch"] = int(tokens)
-    knobs["flash_attention"] = "flash" in str(at("attn_impl", default="flash_attention_2"))
-    knobs["distributed_optimizer"] = bool(
-        at("megatron", "ddp", "use_distributed_optimizer", default=True)
+    knobs["is_critic"] = (
+        engine.is_critic if engine.is_critic is not None else engine.name == "critic"
     )
-    knobs["dtype"] = str(at("dtype", default="bfloat16"))
-    knobs["grad_reduce_dtype"] = str(at("grad_reduce_dtype", default="float32"))
+    knobs["trainable"] = engine.trainable
+    if engine.gradient_checkpointing:
+        granularity = engine.recompute_granularity
+        knobs["recompute"] = (
+            "full" if alloc.backend != "megatron" or granularity == "full" else "none"
+        )
+    if engine.tokens_per_mb is not None:
+        knobs["tokens_per_microbatch"] = engine.tokens_per_mb
+    knobs["flash_attention"] = "flash" in engine.attn_impl
+    knobs["distributed_optimizer"] = engine.distributed_optimizer
+    knobs["dtype"] = str(engine.dtype)
+    knobs["grad_reduce_dtype"] = engine.grad_reduce_dtype
+    # Where FSDP keeps weights, gradients and Adam moments: optimizer_dtype in AReaL 2.0,
+    # the compute dtype in 1.0.
+    storage = getattr(engine, run.rules.fsdp_storage_key)
+    knobs["fsdp_storage_dtype"] = str(storage)
     return knobs
 
 
-def offloaded(cfg: Any, name: str, is_inference: bool, enable_offload: bool = False) -> bool:
-    """A training engine offloads when ``<engine>.offload`` or ``enable_offload`` is set."""
+def offloaded(run: RunConfig, engine: EngineSection, is_inference: bool) -> bool:
+    """A training engine offloads when ``<engine>.offload`` or ``enable_offload`` is set
+    (a teacher's flag is ``teacher.offload`` in AReaL 2.0)."""
     if is_inference:
         return False
-    return enable_offload or bool(_get(cfg, name, "offload", default=False))
+    teacher_flag = engine.name == "teacher" and run.teacher is not None and run.teacher.offload
+    return run.workload.enable_offload or engine.offload or teacher_flag
 
 
 def check_memory(
-    cfg: Any,
+    run: RunConfig,
     engines: Mapping[str, EnginePlan],
-    model: Mapping[str, Any] | None,
+    shape: ModelShape,
+    gpu_gb: float,
     n_nodes: int,
     n_gpus_per_node: int,
+    memory_from: str = "",
+    own_shapes: Mapping[str, ModelShape] | None = None,
+    *,
+    strict: bool = True,
 ) -> MemoryCheck:
     """Estimate every enabled engine; raise AllocationError when a GPU does not fit.
 
     Engines that share GPUs (colocation) are checked together: the resident ones add
-    up, an offloaded one counts only while it runs.
+    up, an offloaded one counts only while it runs. ``own_shapes`` gives the engines
+    that run another model than the actor's (a teacher) their own shape. Without
+    ``strict`` the first group that does not fit is returned as ``problem`` instead.
     """
     enabled = {n: e for n, e in engines.items() if e.allocation is not None}
-    shape = model_shape(model or {})
-    if isinstance(shape, str):
-        return MemoryCheck(dict.fromkeys(enabled), "memory not checked: " + shape)
-    gpu_gb = gpu_memory_gb(cfg)
+    own = own_shapes or {}
     budget = gpu_gb * GB
-    enable_offload = bool(_get(cfg, "enable_offload", default=False))
     groups: dict[str, list[Member]] = {}
     for name, e in enabled.items():
         alloc = e.allocation
         assert alloc is not None
         owner = e.owner
+        section = run.engines[name]
         member = Member(
             name,
             alloc,
-            engine_knobs(cfg, name, alloc.is_inference, alloc.backend, gpu_gb),
+            engine_knobs(run, section, alloc, gpu_gb),
             follows=owner == name or e.inherited_from == owner,
-            offloaded=offloaded(cfg, name, alloc.is_inference, enable_offload),
+            offloaded=offloaded(run, section, alloc.is_inference),
+            shape=own.get(name),
         )
         if owner == name:
             groups.setdefault(owner, []).insert(0, member)
@@ -164,6 +145,7 @@ def check_memory(
             groups.setdefault(owner, []).append(member)
     estimates: dict[str, MemoryEstimate | None] = {}
     used = sum(e.gpus for e in enabled.values() if not e.colocated_with)
+    problem: AllocationError | None = None
     for owner, members in groups.items():
         need = group_need(members, shape)
         estimates.update(need.estimates)
@@ -174,10 +156,13 @@ def check_memory(
                 for n, e in enabled.items()
                 if e.inherited_from == owner and all(m.name != n for m in members)
             ]
-            raise _does_not_fit(
-                members, need, shape, budget, n_nodes, n_gpus_per_node, used, pinned
+            error = _does_not_fit(
+                members, need, shape, budget, n_nodes, n_gpus_per_node, used, pinned, memory_from
             )
-    return MemoryCheck(estimates, warnings=tuple(_kv_warnings(estimates)))
+            if strict:
+                raise error
+            problem = problem or error
+    return MemoryCheck(estimates, warnings=tuple(_kv_warnings(estimates)), problem=problem)
 
 
 def _does_not_fit(
@@ -189,6 +174,7 @@ def _does_not_fit(
     per_node: int,
     used_gpus: int,
     pinned: list[tuple[str, str]],
+    memory_from: str,
 ) -> AllocationError:
     cap = budget / GB
     owner = members[0]
@@ -211,7 +197,7 @@ def _does_not_fit(
             est = need.estimates[owner.name]
             reason = (
                 f"{owner.name}: {alloc} needs {est.total / GB:.1f} GB per GPU but a GPU has "
-                f"{cap:g} GB (cluster.gpu_memory_gb); the biggest term is "
+                f"{cap:g} GB{_source(memory_from)}; the biggest term is "
                 f"{term.replace('_', ' ')} ({size / GB:.1f} GB): {est.breakdown()}"
             )
         else:
@@ -222,8 +208,8 @@ def _does_not_fit(
             )
             reason = (
                 f"{', '.join(m.name for m in members)} share {owner.name}'s GPUs ({alloc}) and "
-                f"together need {need.total / GB:.1f} GB per GPU but a GPU has {cap:g} GB "
-                f"(cluster.gpu_memory_gb): {parts}; the biggest term is {whose}'s "
+                f"together need {need.total / GB:.1f} GB per GPU but a GPU has {cap:g} GB"
+                f"{_source(memory_from)}: {parts}; the biggest term is {whose}'s "
                 f"{term.replace('_', ' ')} ({size / GB:.1f} GB)"
             )
     hints: list[str] = []
@@ -271,6 +257,10 @@ def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
             "wait; more instances, a larger tp or a larger memory fraction give it more room"
         )
     return found
+
+
+def _source(memory_from: str) -> str:
+    return f" ({memory_from})" if memory_from else ""
 
 
 def _fraction_key(backend: str) -> str:

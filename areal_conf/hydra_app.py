@@ -5,6 +5,9 @@ Hydra-facing (imports Hydra when called); the core modules never import it.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+
 
 def unvalidated_sweep_warning() -> str | None:
     """In job #0 of a multirun whose launcher is not the validating ``areal`` one (the
@@ -35,3 +38,23 @@ def unvalidated_sweep_warning() -> str | None:
         "first: each job checks its own allocation only when it runs. To check every job "
         f"before any starts, use {fix}"
     )
+
+
+def app_config_path(default: str, argv: Sequence[str] | None = None) -> str | None:
+    """The ``config_path`` for ``@hydra.main``: ``default``, unless the command line
+    names a config directory of its own (``--config-dir``/``-cd``).
+
+    Hydra searches the application's config directory before the one given with
+    ``--config-dir``, so ``--config-dir examples/hermes --config-name config`` would
+    compose the application's own ``config.yaml`` instead of the user's. Without the
+    application's directory in the search path the user's file is the one found; the
+    configs that areal-conf's plugin provides (``areal_schema``, the launchers) stay
+    available.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    for arg in args:
+        if arg in ("--config-dir", "-cd") or arg.startswith(("--config-dir=", "-cd=")):
+            return None
+        if arg.startswith("-cd") and len(arg) > 3:  # -cdDIR
+            return None
+    return default

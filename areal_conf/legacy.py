@@ -58,6 +58,7 @@ from areal_conf.roles import ROLE, ROLE_NAMES
 
 __all__ = [
     "migrate_allocation_mode",
+    "migrated_backends",
     "migration_yaml",
 ]
 
@@ -99,7 +100,7 @@ class _Component(NamedTuple):
 # --------------------------------------------------------------------------- public
 
 
-def migrate_allocation_mode(legacy: str) -> list[str]:
+def migrate_allocation_mode(legacy: str, *, teacher_layout: str = "nested") -> list[str]:
     """Hydra overrides equivalent to a deprecated ``allocation_mode`` string.
 
     >>> migrate_allocation_mode("sglang:d4t2+fsdp:d8")
@@ -111,18 +112,25 @@ def migrate_allocation_mode(legacy: str) -> list[str]:
     :func:`areal_conf.overrides.shell_line` quotes them for a shell.  Raises
     :class:`AllocationError` whose ``spec`` is ``legacy`` and whose ``position``
     points into it.
+
+    A teacher is written as the AReaL version reads it: ``teacher_layout="nested"``
+    (AReaL 2.0) puts it under ``teacher.train`` (with ``teacher.engine_type=train``) or
+    ``teacher.rollout``; ``"flat"`` (AReaL 1.0) writes ``teacher.backend``.
     """
     overrides: list[str] = []
     for entry in _translate(legacy):
-        overrides.append(f"{entry.engine}.backend={hydra_value(entry.backend)}")
+        section = _section(entry, teacher_layout)
+        if section == "teacher.train":
+            overrides.append("teacher.engine_type=train")
+        overrides.append(f"{section}.backend={hydra_value(entry.backend)}")
         if entry.scheduling is not None:
-            overrides.append(f"{entry.engine}.scheduling_strategy.type={entry.scheduling}")
+            overrides.append(f"{section}.scheduling_strategy.type={entry.scheduling}")
         if entry.target is not None:
-            overrides.append(f"{entry.engine}.scheduling_strategy.target={entry.target}")
+            overrides.append(f"{section}.scheduling_strategy.target={entry.target}")
     return overrides
 
 
-def migration_yaml(legacy: str) -> str:
+def migration_yaml(legacy: str, *, teacher_layout: str = "nested") -> str:
     """The translation of :func:`migrate_allocation_mode` as a YAML block.
 
     Every scalar is double-quoted, so ``yaml.safe_load`` gives back exactly the
@@ -130,15 +138,37 @@ def migration_yaml(legacy: str) -> str:
     """
     lines: list[str] = []
     for entry in _translate(legacy):
-        lines.append(f"{entry.engine}:")
-        lines.append(f"  backend: {_yaml_quote(entry.backend)}")
+        section = _section(entry, teacher_layout)
+        indent = ""
+        if section != entry.engine:  # teacher.train / teacher.rollout
+            lines.append("teacher:")
+            if section == "teacher.train":
+                lines.append(f"  engine_type: {_yaml_quote('train')}")
+            lines.append(f"  {section.partition('.')[2]}:")
+            indent = "  "
+        else:
+            lines.append(f"{entry.engine}:")
+        lines.append(f"{indent}  backend: {_yaml_quote(entry.backend)}")
         if entry.scheduling is not None or entry.target is not None:
-            lines.append("  scheduling_strategy:")
+            lines.append(f"{indent}  scheduling_strategy:")
             if entry.scheduling is not None:
-                lines.append(f"    type: {_yaml_quote(entry.scheduling)}")
+                lines.append(f"{indent}    type: {_yaml_quote(entry.scheduling)}")
             if entry.target is not None:
-                lines.append(f"    target: {_yaml_quote(entry.target)}")
+                lines.append(f"{indent}    target: {_yaml_quote(entry.target)}")
     return "\n".join(lines) + "\n"
+
+
+def migrated_backends(legacy: str) -> dict[str, str]:
+    """Each engine of a deprecated ``allocation_mode`` and its canonical backend string."""
+    return {entry.engine: entry.backend for entry in _translate(legacy)}
+
+
+def _section(entry: _Entry, teacher_layout: str) -> str:
+    """Where the entry's keys go: its engine, or AReaL 2.0's teacher.train/teacher.rollout."""
+    if entry.engine != "teacher" or teacher_layout != "nested":
+        return entry.engine
+    kind = BACKENDS[entry.backend.partition(":")[0]].kind
+    return "teacher.rollout" if kind == "inference" else "teacher.train"
 
 
 # ---------------------------------------------------------------------- translation

@@ -2,10 +2,14 @@
 
 Bytes on the most loaded GPU of an engine, term by term (:class:`MemoryEstimate`).
 
-Training (bf16 mixed precision, Adam). Per parameter: the bf16 weight (2 bytes), its
-gradient (``grad_reduce_dtype``: 4 bytes in float32, AReaL's default) and the optimizer
-state, K = 12 bytes (fp32 master weight and two fp32 moments; 8 when the weights are
-fp32 already). How each term is split over the GPUs follows the backend:
+Training (Adam). Megatron and Archon (bf16 mixed precision): per parameter the bf16
+weight (2 bytes), its gradient (``grad_reduce_dtype``: 4 bytes in float32, AReaL's
+default) and the optimizer state, K = 12 bytes (fp32 master weight and two fp32 moments;
+8 when the weights are fp32 already). FSDP keeps weights, gradients and both Adam moments
+in one storage dtype and casts to ``dtype`` for compute, so a parameter takes 4 × its
+bytes: AReaL 2.0 stores in ``optimizer_dtype`` (float32 by default: 16 bytes; bfloat16:
+8), AReaL 1.0 in ``dtype`` (bfloat16: 8), engines without an optimizer the weight alone.
+How each term is split over the GPUs follows the backend:
 
 - fsdp: full shard (ZeRO stage 3) over the ``dp×cp`` ranks, after tensor parallelism;
 - megatron: dense parts split by ``tp×pp``, routed experts by ``etp×ep×pp``; the
@@ -278,6 +282,7 @@ def estimate(
     zero_stage: int | None = None,
     dtype: str = "bfloat16",
     grad_reduce_dtype: str = "float32",
+    fsdp_storage_dtype: str = "float32",
     mem_fraction: float | None = None,
     gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB,
     max_concurrent_rollouts: int | None = None,
@@ -285,6 +290,10 @@ def estimate(
     max_new_tokens: int = 16384,
 ) -> MemoryEstimate:
     """Bytes per GPU of one engine on its most loaded GPU.
+
+    ``model`` is a :class:`ModelShape` or a mapping of the ``model`` section's keys, whose
+    ``hf_config`` (a ``config.json``, a model directory or a Hugging Face id) fills the
+    sizes it does not give.
 
     Knobs (AReaL's name and default where AReaL has one):
 
@@ -300,6 +309,8 @@ def estimate(
     - ``zero_stage``: 0-3 to override the backend's own sharding (fsdp 3, archon 3,
       megatron 1 with the distributed optimizer, else 0);
     - ``dtype``, ``grad_reduce_dtype``: AReaL's keys (bfloat16, float32);
+    - ``fsdp_storage_dtype``: the dtype FSDP keeps weights, gradients and Adam moments in
+      (AReaL 2.0's ``optimizer_dtype``, float32 by default; AReaL 1.0 used ``dtype``);
     - ``mem_fraction``: ``sglang.mem_fraction_static`` / ``vllm.gpu_memory_utilization``
       (default 0.9);
     - ``gpu_memory_gb``: ``cluster.gpu_memory_gb`` (80);
@@ -308,7 +319,12 @@ def estimate(
       config asks for.
     """
     alloc = _allocation(allocation_or_spec)
-    shape = model if isinstance(model, ModelShape) else model_shape(model)
+    if isinstance(model, ModelShape):
+        shape: ModelShape | str = model
+    else:
+        from areal_conf.model_shape import merge_model
+
+        shape = model_shape(merge_model(model))  # hf_config: a file, directory or model id
     if isinstance(shape, str):
         raise AllocationError(
             shape,
@@ -350,9 +366,15 @@ def estimate(
         )
     dense_group = p.dp_size * cp
     expert_group = dense_group if backend == "fsdp" else p.edp_size
-    param_bytes = dtype_bytes(dtype)
-    grad_bytes = dtype_bytes(grad_reduce_dtype)
-    k = 12 if param_bytes < 4 else 8
+    compute_bytes = dtype_bytes(dtype)
+    if backend == "fsdp":
+        # One storage dtype for weights, gradients and both moments; no master copy.
+        param_bytes = grad_bytes = dtype_bytes(fsdp_storage_dtype)
+        k = 2 * param_bytes
+    else:
+        param_bytes = compute_bytes
+        grad_bytes = dtype_bytes(grad_reduce_dtype)
+        k = 12 if param_bytes < 4 else 8
 
     def sharded(count_dense: float, count_experts: float, per_param: float, on: bool) -> float:
         if not on:
@@ -526,6 +548,7 @@ class Member:
     knobs: Mapping[str, Any]
     follows: bool = True
     offloaded: bool = False
+    shape: ModelShape | None = None  # its own model when it differs from the group's
 
 
 @dataclass(frozen=True)
@@ -555,7 +578,7 @@ def group_need(
         knobs = dict(m.knobs)
         if change and not alloc.is_inference:
             knobs.update(change)  # recompute is ignored by engines that do not train
-        est = estimate(alloc, shape, **knobs)
+        est = estimate(alloc, m.shape or shape, **knobs)
         estimates[m.name] = est
         if m.offloaded:
             swapped = max(swapped, est.total)

@@ -5,7 +5,9 @@ rule that reads it. The rules, each stated once as a row of :data:`MODEL_RULES`:
 
 - ``num_attention_heads % tp == 0``;
 - ``num_kv_heads`` is a multiple or a divisor of ``tp``;
-- ``num_layers % pp == 0``;
+- ``num_layers % pp == 0``, except with megatron: AReaL's Megatron engine splits the
+  layers into pipeline stages of unequal length (balancing their parameters), so there
+  ``pp <= num_layers`` is enough;
 - ``num_experts % ep == 0`` (ep = 1 always fits; unchecked while num_experts is null);
 - ``max_seq_len % (2 × cp) == 0`` when ``cp > 1``.
 
@@ -20,12 +22,13 @@ that, as the rule has nothing to hold against a layout then.)
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
-from areal_conf.backends import join_or
+from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.model_shape import SHAPE_KEYS, check_size_value
 from areal_conf.strategy import divisors
@@ -108,9 +111,14 @@ class ModelRule:
     fits: Callable[[int, int], bool]
     reason: Callable[[int, int], str]
     hint: Callable[[int, int], str]
+    backends: frozenset[str] | None = None  # the backends it holds for; None: every one
+
+    def applies(self, backend: str | None) -> bool:
+        """Whether the rule holds for ``backend`` (None: a layout of any backend)."""
+        return self.backends is None or backend is None or backend in self.backends
 
 
-def _divisible_by(key: str, size: str) -> ModelRule:
+def _divisible_by(key: str, size: str, backends: frozenset[str] | None = None) -> ModelRule:
     """The rule ``key % size == 0``, whose fix lists the divisors of key's value."""
     letter = size[0]
     return ModelRule(
@@ -119,7 +127,13 @@ def _divisible_by(key: str, size: str) -> ModelRule:
         fits=lambda value, n: value % n == 0,
         reason=lambda value, n: f"is not divisible by {size}={n}",
         hint=lambda value, n: "use " + _choices(letter, divisors(value), n, value),
+        backends=backends,
     )
+
+
+# AReaL's Megatron engine lays the layers out over the pipeline stages itself, in
+# stages of unequal length that balance their parameters.
+_UNEVEN_PIPELINES: Final = frozenset({"megatron"})
 
 
 def _kv_hint(kv: int, tp: int) -> str:
@@ -146,7 +160,15 @@ MODEL_RULES: Final = (
         reason=lambda kv, tp: f"is neither a multiple nor a divisor of tp={tp}",
         hint=_kv_hint,
     ),
-    _divisible_by("num_layers", "pp"),
+    _divisible_by("num_layers", "pp", frozenset(BACKENDS) - _UNEVEN_PIPELINES),
+    ModelRule(
+        "num_layers",
+        "pp",
+        fits=lambda layers, pp: pp <= layers,
+        reason=lambda layers, pp: f"is fewer than pp={pp}: every pipeline stage needs a layer",
+        hint=lambda layers, pp: f"use at most p{layers}",
+        backends=_UNEVEN_PIPELINES,
+    ),
     # ep = 1 passes by the arithmetic alone (every count is divisible by 1).
     _divisible_by("num_experts", "ep"),
     ModelRule(
@@ -160,19 +182,16 @@ MODEL_RULES: Final = (
 
 # -- per-dimension filters (shared with layouts) --------------------------------------
 
-# (key, condition) of the rules on one size: the filters run often, so they read
-# these tuples, built once, instead of walking MODEL_RULES on every call.
+# (key, condition) of the rules on one size for one backend: the filters run often, so
+# they read these tuples, built once, instead of walking MODEL_RULES on every call.
 _Conditions = tuple[tuple[str, Callable[[int, int], bool]], ...]
 
 
-def _conditions(size: str) -> _Conditions:
-    return tuple((rule.key, rule.fits) for rule in MODEL_RULES if rule.size == size)
-
-
-_TP_RULES: Final = _conditions("tp")
-_PP_RULES: Final = _conditions("pp")
-_CP_RULES: Final = _conditions("cp")
-_EP_RULES: Final = _conditions("ep")
+@functools.cache
+def _conditions(size: str, backend: str | None) -> _Conditions:
+    return tuple(
+        (rule.key, rule.fits) for rule in MODEL_RULES if rule.size == size and rule.applies(backend)
+    )
 
 
 def _fits(conditions: _Conditions, model: ModelSpec, n: int) -> bool:
@@ -183,30 +202,35 @@ def _fits(conditions: _Conditions, model: ModelSpec, n: int) -> bool:
     return True
 
 
-def tp_fits(model: ModelSpec, tp: int) -> bool:
-    """The head rules for a tensor parallel size ``tp``."""
-    return _fits(_TP_RULES, model, tp)
+def tp_fits(model: ModelSpec, tp: int, backend: str | None = None) -> bool:
+    """The head rules for a tensor parallel size ``tp`` (of ``backend``; None: every
+    backend's rules)."""
+    return _fits(_conditions("tp", backend), model, tp)
 
 
-def pp_fits(model: ModelSpec, pp: int) -> bool:
-    return _fits(_PP_RULES, model, pp)
+def pp_fits(model: ModelSpec, pp: int, backend: str | None = None) -> bool:
+    return _fits(_conditions("pp", backend), model, pp)
 
 
-def cp_fits(model: ModelSpec, cp: int) -> bool:
-    return _fits(_CP_RULES, model, cp)
+def cp_fits(model: ModelSpec, cp: int, backend: str | None = None) -> bool:
+    return _fits(_conditions("cp", backend), model, cp)
 
 
-def ep_fits(model: ModelSpec, ep: int) -> bool:
-    return _fits(_EP_RULES, model, ep)
+def ep_fits(model: ModelSpec, ep: int, backend: str | None = None) -> bool:
+    return _fits(_conditions("ep", backend), model, ep)
 
 
 # -- the messages ---------------------------------------------------------------------
 
 
-def _violations(p: ParallelStrategy, model: ModelSpec) -> list[tuple[str, str, str]]:
+def _violations(
+    p: ParallelStrategy, model: ModelSpec, backend: str | None
+) -> list[tuple[str, str, str]]:
     """(key, rule broken, fix) for each broken rule, in the order of MODEL_RULES."""
     found: list[tuple[str, str, str]] = []
     for rule in MODEL_RULES:
+        if not rule.applies(backend):
+            continue
         value = model[rule.key]
         n: int = getattr(p, rule.size + "_size")
         if value is not None and not rule.fits(value, n):
@@ -224,7 +248,8 @@ def model_violations(allocation: ModelAllocation, model: Mapping[str, int | None
     is not a positive integer or None.
     """
     checked = validate_model(model)
-    return [f"{rule}; {fix}" for _, rule, fix in _violations(allocation.parallel, checked)]
+    found = _violations(allocation.parallel, checked, allocation.backend)
+    return [f"{rule}; {fix}" for _, rule, fix in found]
 
 
 def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, int | None]) -> None:
@@ -234,7 +259,7 @@ def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, in
     hint lists the fixes, one per broken rule.
     """
     checked = validate_model(model)
-    found = _violations(allocation.parallel, checked)
+    found = _violations(allocation.parallel, checked, allocation.backend)
     if not found:
         return
     spec = str(allocation)

@@ -1,14 +1,15 @@
-"""The model's shape, from what a user has: the ``model`` section and a Hugging Face config.
+"""The model's shape, from what a user has: ``actor.path``, a Hugging Face config, a name.
 
 The layout checks need a few sizes (layers, heads, experts, sequence length); the memory
 model (:mod:`areal_conf.memory`) needs the rest of the shape: hidden size, FFN size,
-vocabulary, expert FFN size, router top-k, tied embeddings. A user rarely types them: they
-have the model's ``config.json``. So the ``model`` section also takes ``hf_config``, a path
-to that file (or to the directory holding it), and when ``actor.path`` is a local directory
-with a ``config.json`` that file is read too. Values written in the ``model`` section win
-over the file's. The file is read as JSON, never through ``transformers``, and nothing is
-downloaded: a hub name such as ``Qwen/Qwen2.5-7B`` that is not a local directory is no
-source of shape.
+vocabulary, expert FFN size, router top-k, tied embeddings. A user rarely types them: an
+AReaL config names the model in ``actor.path``, a local directory or a Hugging Face id.
+:func:`resolve_model` reads the shape from there (the directory's ``config.json``; for an
+id, the local Hugging Face cache, offline, else a table of well-known models), from
+areal-conf's own ``--model`` / ``AREAL_CONF_MODEL``, and from the ``model`` section of
+areal-conf's own configs (``hf_config``, a path to a ``config.json``, and sizes written
+out, which win over the file's). Files are read as JSON, never through ``transformers``,
+and nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -161,38 +162,127 @@ def local_config_dir(path: object) -> str | None:
     return None
 
 
-def merge_model(section: Mapping[str, Any] | None, actor_path: object = None) -> dict[str, Any]:
-    """The model section with its blanks filled from ``hf_config`` or ``actor.path``.
+@dataclass(frozen=True)
+class ShapeSource:
+    """Model-section keys read from one source, and a phrase naming it for the plan
+    (``Qwen/Qwen3-8B from the Hugging Face cache``); ``keys`` is empty and ``missing`` says
+    why when the source gave nothing."""
 
-    ``section`` keys that are not None win. ``hf_config`` (when set) is read; otherwise
-    ``actor_path`` when it is a local directory with a ``config.json``. The result has
-    no ``hf_config`` key.
+    keys: Mapping[str, Any]
+    described: str = ""
+    missing: str = ""
+
+
+def read_source(text: str, where: str) -> ShapeSource:
+    """The shape a model reference gives: a ``config.json`` file or a directory holding
+    one, a Hugging Face id in the local cache (read offline), or a well-known model's id.
+    ``where`` names the key or option it came from; a file that is named but cannot be
+    read is an AllocationError, anything else that gives no shape says so in ``missing``."""
+    from areal_conf.hf_cache import cached_config_json
+    from areal_conf.known_models import known_model
+
+    path = os.path.expanduser(text)
+    if os.path.isfile(path) or local_config_dir(path):
+        return ShapeSource(read_hf_config(path), f"{text} ({where})")
+    if os.path.isdir(path):
+        return ShapeSource({}, missing=f"{text!r} has no config.json")
+    if os.path.isabs(path) or text.startswith((".", "~")) or text.endswith(".json"):
+        return ShapeSource({}, missing=f"{text!r} is not a local file or directory")
+    cached = cached_config_json(text)
+    if cached is not None:
+        return ShapeSource(read_hf_config(cached), f"{text} from the Hugging Face cache ({where})")
+    known = known_model(text)
+    if known is not None:
+        return ShapeSource(known, f"{text} from areal-conf's table of known models ({where})")
+    return ShapeSource(
+        {},
+        missing=f"{text!r} is not a local directory, not in the Hugging Face cache and not "
+        "a model areal-conf knows",
+    )
+
+
+def merge_model(
+    section: Mapping[str, Any] | None,
+    actor_path: object = None,
+    settings: Mapping[str, Any] | None = None,
+    settings_from: str = "",
+) -> dict[str, Any]:
+    """The model section with its blanks filled; see :func:`resolve_model`."""
+    return dict(resolve_model(section, actor_path, settings, settings_from).keys)
+
+
+def resolve_model(
+    section: Mapping[str, Any] | None,
+    actor_path: object = None,
+    settings: Mapping[str, Any] | None = None,
+    settings_from: str = "",
+) -> ShapeSource:
+    """The model's shape from every source, the first that has a key winning:
+
+    1. ``settings`` (areal-conf's command line or environment: model keys, ``hf_config``
+       a file, directory or Hugging Face id), named ``settings_from``;
+    2. the ``model`` section of areal-conf's own configs (its keys, then ``hf_config``);
+    3. ``actor.path``: a local model directory, a Hugging Face id in the local cache, or
+       a well-known model.
+
+    The result has no ``hf_config`` key; ``described`` names the file or model the shape
+    came from, ``missing`` why none was found.
     """
-    written = {k: v for k, v in (section or {}).items() if v is not None}
-    source = written.pop("hf_config", None)
-    if source is not None and not isinstance(source, str):
-        raise AllocationError(
-            f"model.hf_config must be a path, got {source!r}",
-            source,
-            None,
-            hint="give the path of the model's config.json, "
-            "e.g. model.hf_config=/models/x/config.json",
-        )
-    if source is None:
-        source = local_config_dir(actor_path)
-    from_file = read_hf_config(os.path.expanduser(source)) if source else {}
-    return {**from_file, **written}
+    layers: list[Mapping[str, Any]] = []
+    described: list[str] = []
+    missing: list[str] = []
+    for given, where in ((settings, settings_from or "--model"), (section, "model.hf_config")):
+        written = {k: v for k, v in (given or {}).items() if v is not None}
+        source = written.pop("hf_config", None)
+        if source is not None and not isinstance(source, str):
+            raise AllocationError(
+                f"{where} must be a path or a Hugging Face id, got {source!r}",
+                source,
+                None,
+                hint="give the path of the model's config.json, "
+                "e.g. model.hf_config=/models/x/config.json",
+            )
+        layers.append(written)
+        if source:
+            found = read_source(source, where)
+            if found.missing:  # a source the user named explicitly must give the shape
+                raise AllocationError(
+                    f"{where}: {found.missing}",
+                    source,
+                    None,
+                    hint="give the path of the model's config.json (or of its directory), "
+                    "or a Hugging Face id such as Qwen/Qwen3-8B",
+                )
+            layers.append(found.keys)
+            described.append(found.described)
+    if isinstance(actor_path, str) and actor_path:
+        found = read_source(actor_path, "actor.path")
+        layers.append(found.keys)
+        described.append(found.described)
+        missing.append(f"actor.path {found.missing}" if found.missing else "")
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        merged.update(layer)
+    return ShapeSource(
+        merged,
+        next((d for d in described if d), ""),
+        next((m for m in missing if m), ""),
+    )
 
 
-def model_shape(model: Mapping[str, Any]) -> ModelShape | str:
-    """The shape of a merged model section, or a sentence saying what is missing."""
+#: What a user of areal-conf's command line or of an AReaL YAML gives for the shape.
+SHAPE_HINT: Final = (
+    "give it with AREAL_CONF_MODEL=<the model's config.json, directory or Hugging Face id> "
+    "(python -m areal_conf: --model hf_config=...)"
+)
+
+
+def model_shape(model: Mapping[str, Any], hint: str = SHAPE_HINT) -> ModelShape | str:
+    """The shape of a merged model section, or a sentence saying what is missing and
+    ``hint`` (how to give it)."""
     missing = [key for key in REQUIRED if model.get(key) is None]
     if missing:
-        return (
-            "model shape unknown (no "
-            + ", ".join(f"model.{k}" for k in missing)
-            + "): set model.hf_config to the model's config.json"
-        )
+        return "model shape unknown (no " + ", ".join(missing) + "): " + hint
     heads = int(model["num_attention_heads"])
     hidden = int(model["hidden_size"])
     experts = model.get("num_experts")

@@ -8,6 +8,7 @@ from itertools import repeat
 from typing import Any
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.areal_versions import RulesChoice
 from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
 from areal_conf.memory import MemoryEstimate
@@ -30,6 +31,16 @@ class EnginePlan:
     gpu_owner: str | None = None  # colocated: the engine at the end of the chain
     not_built: str | None = None  # why the engine is not built (allocation is None)
     memory: MemoryEstimate | None = None  # per GPU; None when the model shape is unknown
+    section: str = ""  # where its keys are, when not its name (teacher.rollout)
+    controller: str = "v1"  # AReaL's controller version (_version)
+    # AReaL's workers and GPUs per worker (controller v2 splits an inference instance
+    # larger than a node into one worker per node); None: the backend string's
+    # replicas, and the GPUs of one replica.
+    workers: int | None = None
+    gpus_per_worker: int | None = None
+    # The rollout shares the actor's GPUs through AWEX although both are separated: AReaL's
+    # local scheduler numbers the rollout's GPUs after the actor's, modulo the machine.
+    awex_shared: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -47,20 +58,35 @@ class EnginePlan:
 
     @property
     def replicas(self) -> int:
-        """Server instances (inference) or ranks (training): what AReaL's scheduler counts."""
-        return 0 if self.allocation is None else self.allocation.replicas
+        """The workers AReaL's scheduler starts: server instances (inference) or ranks
+        (training), or what controller v2 makes of them."""
+        if self.allocation is None:
+            return 0
+        return self.allocation.replicas if self.workers is None else self.workers
+
+    @property
+    def per_worker(self) -> int:
+        """GPUs of one worker."""
+        if self.allocation is None:
+            return 0
+        if self.gpus_per_worker is not None:
+            return self.gpus_per_worker
+        return self.allocation.world_size // self.allocation.replicas
 
     @property
     def nodes(self) -> tuple[int, ...]:
         return tuple(sorted({node for node, _ in self.slots}))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, cpu_run: bool = False) -> dict[str, Any]:
+        """The engine in ``allocation_plan.json``; on a CPU run it takes no GPUs."""
+        section = self.section or self.name
         if self.allocation is None:
             return {
                 "enabled": False,
                 "built": False,
                 "reason": self.not_built,
                 "kind": self.kind,
+                "section": section,
                 "gpus": 0,
             }
         return {
@@ -70,16 +96,33 @@ class EnginePlan:
             "written": self.written,
             "inherited_from": self.inherited_from,
             "kind": "inference" if self.allocation.is_inference else "training",
+            "section": section,
+            "controller": self.controller,
             "replicas": self.replicas,
-            "gpus": self.gpus,
+            "gpus_per_worker": 0 if cpu_run else self.per_worker,
+            "gpus": 0 if cpu_run else self.gpus,
             "scheduling": "colocation" if self.colocated_with else "separation",
             "colocated_with": self.colocated_with,
             "gpu_owner": self.owner,
+            "awex_shared": self.awex_shared,
             "fork": self.fork,
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],
             "memory": None if self.memory is None else self.memory.gb(),
         }
+
+
+@dataclass(frozen=True)
+class SchedulerRules:
+    """``scheduler.type`` as written and the rules the plan followed for it: ``local``,
+    ``slurm``, ``ray``, ``null`` (the rules every scheduler shares), or ``any`` where the
+    AReaL version's rules do not depend on the scheduler."""
+
+    type: object = None
+    column: str = "any"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "rules": self.column}
 
 
 @dataclass(frozen=True)
@@ -89,11 +132,22 @@ class Plan:
     n_gpus_per_node: int
     warnings: tuple[str, ...] = field(default=())
     memory_note: str = ""  # why no engine has a memory estimate, when none has
+    rules: RulesChoice | None = None  # the AReaL rules it was checked with
+    scheduler: SchedulerRules = field(default_factory=SchedulerRules)
+    model_source: str = ""  # where the model shape came from, when it is known
+    #: Nodes the placement uses: more than ``n_nodes`` when a scheduler that does not
+    #: read ``cluster.n_nodes`` (Slurm, Ray) is given more work than it declares.
+    placed_nodes: int | None = None
 
     @property
     def cpu_run(self) -> bool:
         """``cluster.n_gpus_per_node: 0``: engines run as processes without GPUs."""
         return self.n_gpus_per_node == 0
+
+    @property
+    def node_count(self) -> int:
+        """The nodes of the GPU map."""
+        return max(self.n_nodes, self.placed_nodes or 0)
 
     @property
     def available_gpus(self) -> int:
@@ -108,7 +162,7 @@ class Plan:
 
     @property
     def idle_gpus(self) -> int:
-        return self.available_gpus - self.used_gpus
+        return max(0, self.available_gpus - self.used_gpus)
 
     def gpus_by_engine(self) -> dict[str, int]:
         """GPUs of each built engine (its world size; on a CPU run, what it would need)."""
@@ -122,13 +176,15 @@ class Plan:
         taken = {slot for e in self.engines.values() if not e.colocated_with for slot in e.slots}
         return [
             (node, gpu)
-            for node in range(self.n_nodes)
+            for node in range(self.node_count)
             for gpu in range(self.n_gpus_per_node)
             if (node, gpu) not in taken
         ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "areal_rules": None if self.rules is None else self.rules.to_dict(),
+            "scheduler": self.scheduler.to_dict(),
             "cluster": {"n_nodes": self.n_nodes, "n_gpus_per_node": self.n_gpus_per_node},
             "cpu_run": self.cpu_run,
             "gpus": {
@@ -136,9 +192,10 @@ class Plan:
                 "used": self.used_gpus,
                 "idle": self.idle_gpus,
             },
-            "engines": {name: e.to_dict() for name, e in self.engines.items()},
+            "engines": {name: e.to_dict(self.cpu_run) for name, e in self.engines.items()},
             "warnings": list(self.warnings),
             "memory_note": self.memory_note or None,
+            "model_source": self.model_source or None,
         }
 
 
@@ -189,6 +246,24 @@ def place(
             raise _does_not_fit(name, alloc, block, n_nodes, size, engines)
         placed[name] = tuple(slots)
     return placed
+
+
+def place_whole_nodes(
+    engines: list[tuple[str, ModelAllocation]], n_gpus_per_node: int
+) -> tuple[dict[str, tuple[Slot, ...]], int]:
+    """Each engine on whole nodes of its own, one after another, as AReaL's Slurm
+    scheduler submits them (one job per engine, ``ceil(GPUs / n)`` nodes); the slots and
+    the nodes used."""
+    placed: dict[str, tuple[Slot, ...]] = {}
+    node = 0
+    for name, alloc in engines:
+        nodes = -(-alloc.world_size // n_gpus_per_node)
+        check_cluster_size(node + nodes, n_gpus_per_node)
+        placed[name] = tuple(
+            (node + i // n_gpus_per_node, i % n_gpus_per_node) for i in range(alloc.world_size)
+        )
+        node += nodes
+    return placed, node
 
 
 def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:

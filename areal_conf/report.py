@@ -143,6 +143,10 @@ def plan_table(plan: Plan) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append(plan_summary(plan))
     lines += _not_built(plan)
+    if plan.rules is not None:
+        lines.append(rules_line(plan))
+    if plan.model_source:
+        lines.append(f"model: {plan.model_source}")
     if plan.memory_note:
         lines.append(plan.memory_note)
     lines += [f"warning: {w}" for w in plan.warnings]
@@ -158,11 +162,27 @@ def plan_summary(plan: Plan) -> str:
             f"{'es' if n != 1 else ''} on {plan.n_nodes} node"
             f"{'s' if plan.n_nodes != 1 else ''}, no GPUs, nothing to place"
         )
-    return (
-        f"GPUs: {plan.used_gpus} used of {plan.available_gpus} "
-        f"({plan.n_nodes} node{'s' if plan.n_nodes != 1 else ''} × {plan.n_gpus_per_node}), "
-        f"{plan.idle_gpus} idle"
-    )
+    nodes = f"{plan.n_nodes} node{'s' if plan.n_nodes != 1 else ''} × {plan.n_gpus_per_node}"
+    if plan.scheduler.column == "local":
+        nodes = f"one machine × {plan.n_gpus_per_node}, local scheduler"
+    if plan.used_gpus > plan.available_gpus:
+        return (
+            f"GPUs: {plan.used_gpus} used, {plan.available_gpus} declared ({nodes}): the "
+            f"scheduler is asked for {plan.node_count} nodes"
+        )
+    return f"GPUs: {plan.used_gpus} used of {plan.available_gpus} ({nodes}), {plan.idle_gpus} idle"
+
+
+def rules_line(plan: Plan) -> str:
+    """``rules: AReaL 2.0 (...); scheduler.type slurm``: whose rules the plan follows."""
+    assert plan.rules is not None
+    text = f"rules: {plan.rules.describe()}"
+    column = plan.scheduler.column
+    if column == "null":
+        text += "; scheduler.type null: the rules every scheduler shares"
+    elif column != "any":
+        text += f"; scheduler.type {column}"
+    return text
 
 
 def dims_text(engine: EnginePlan) -> str:
@@ -184,6 +204,8 @@ def dims_text(engine: EnginePlan) -> str:
 
 def scheduling_text(engine: EnginePlan) -> str:
     """The table's scheduling column: ``separate`` or ``colocated with actor``."""
+    if engine.awex_shared:
+        return f"shares {engine.colocated_with}'s GPUs (AWEX)"
     if engine.colocated_with is None:
         return "separate"
     text = f"colocated with {engine.colocated_with}"
@@ -233,10 +255,10 @@ def engine_letters(plan: Plan) -> dict[str, str]:
 def node_cells(plan: Plan) -> list[list[str]]:
     """``cells[node][gpu]``: the letter of the engine holding that GPU, ``.`` if idle."""
     letters = engine_letters(plan)
-    cells = [[IDLE] * plan.n_gpus_per_node for _ in range(plan.n_nodes)]
+    cells = [[IDLE] * plan.n_gpus_per_node for _ in range(plan.node_count)]
     for name, letter in letters.items():
         for node, gpu in plan.engines[name].slots:
-            if 0 <= node < plan.n_nodes and 0 <= gpu < plan.n_gpus_per_node:
+            if 0 <= node < plan.node_count and 0 <= gpu < plan.n_gpus_per_node:
                 cells[node][gpu] = letter if cells[node][gpu] == IDLE else CONFLICT
     return cells
 
@@ -256,8 +278,8 @@ def render_gpu_map(plan: Plan) -> str:
     cells = node_cells(plan)
     rows: list[tuple[str, str]] = []  # (label, cells), runs of identical nodes collapsed
     start = 0
-    for node in range(1, plan.n_nodes + 1):
-        if node < plan.n_nodes and cells[node] == cells[start]:
+    for node in range(1, plan.node_count + 1):
+        if node < plan.node_count and cells[node] == cells[start]:
             continue
         label = f"node {start}" if node - 1 == start else f"nodes {start}-{node - 1}"
         rows.append((label, line(cells[start])))

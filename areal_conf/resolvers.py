@@ -18,10 +18,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from areal_conf.engines import engine_backend, kl_reason
-from areal_conf.errors import AllocationError
+from areal_conf.areal_versions import choose_rules
+from areal_conf.engines import engine_allocation as allocation_of
 from areal_conf.parser import parse_backend
-from areal_conf.roles import KL_ROLE
+from areal_conf.reading import TEACHER_LAYOUTS, read_config
 
 
 def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None:
@@ -30,19 +30,17 @@ def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None
     The engine's siblings (``actor`` for an empty critic backend, ``actor.kl_ctl`` for
     ref) are read from the section that holds the engine, not from ``root``: an AReaL
     config mounted under a key (``- areal_schema@areal``) resolves like one at the top.
+    A 2.0 teacher's node is ``teacher.rollout`` or ``teacher.train``.
     """
     name = str(parent._key())
     section = parent._get_parent()
+    if name in TEACHER_LAYOUTS and isinstance(section, DictConfig) and section._key() == "teacher":
+        name, section = "teacher", section._get_parent()
     config = section if isinstance(section, DictConfig) else root
-    if name == KL_ROLE and kl_reason(config) is not None:
+    rules = choose_rules().rules
+    allocation = allocation_of(read_config(config, rules), name)
+    if allocation is None:
         return None
-    spec, where = engine_backend(config, name)
-    if spec is None:
-        return None
-    try:
-        allocation = parse_backend(spec)
-    except AllocationError as err:
-        raise err.with_context(where) from None
     # A plain dict breaks OmegaConf.resolve on 2.3; a DictConfig node does not.
     return OmegaConf.create(allocation.to_dict())
 

@@ -47,6 +47,11 @@ def example_backend(name: str, kind: str = "training") -> str:
     role = ROLE.get(name)
     if role is not None:
         return role.example
+    return example_of_kind(kind)
+
+
+def example_of_kind(kind: str) -> str:
+    """A backend of ``kind`` (inference or training) to show in a hint."""
     return next(r.example for r in ROLES if r.kind == kind)
 
 

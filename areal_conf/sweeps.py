@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from areal_conf.all_layouts import layouts
+from areal_conf.areal_versions import choose_rules
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
-from areal_conf.engines import engine_backend, engine_names
+from areal_conf.engines import engine_backend
 from areal_conf.errors import AllocationError
 from areal_conf.memory import MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
-from areal_conf.model_shape import merge_model
+from areal_conf.model_shape import resolve_model
+from areal_conf.reading import RunConfig, read_config
 from areal_conf.roles import ROLE, ROLE_NAMES
 
 
@@ -40,11 +42,12 @@ class EngineSweep:
     gpus: int
     max_tp: int | None
     layouts: tuple[str, ...]
+    section: str = ""  # where the engine's keys are, when not its name (teacher.rollout)
 
     @property
     def key(self) -> str:
         """The config key the sweep sets, e.g. ``actor.backend``."""
-        return f"{self.engine}.backend"
+        return f"{self.section or self.engine}.backend"
 
     def describe(self) -> str:
         cap = "no tp cap" if self.max_tp is None else f"tp ≤ {self.max_tp}"
@@ -58,7 +61,8 @@ def check_engine(engine: object, cfg: Any = None) -> str:
     """``engine`` if it is a role or an engine of ``cfg``, else an AllocationError with a hint."""
     known = list(ROLE_NAMES)
     if cfg is not None:
-        known += [n for n in engine_names(cfg) if n not in ROLE]
+        run = cfg if isinstance(cfg, RunConfig) else read_config(cfg, choose_rules().rules)
+        known += [n for n in run.engines if n not in ROLE]
     if isinstance(engine, str) and engine in known:
         return engine
     shown = engine if isinstance(engine, str) else repr(engine)
@@ -72,19 +76,20 @@ def check_engine(engine: object, cfg: Any = None) -> str:
     )
 
 
-def check_engine_kind(engine: str, backend: str) -> None:
-    """A role runs a backend of its kind; an extra engine's kind follows from its backend."""
+def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> None:
+    """A role runs a backend of its kind (``kind``: the config's, e.g. an inference
+    teacher's; default the role's); an extra engine's kind follows from its backend."""
     rule = BACKENDS.get(backend)
     role = ROLE.get(engine)
     if rule is None or role is None:
         return  # layouts() names an unknown backend with its hint
-    if rule.kind == role.kind:
+    wanted = kind or role.kind
+    if rule.kind == wanted:
         return
-    choices = INFERENCE_BACKENDS if role.kind == "inference" else TRAINING_BACKENDS
-    others = [r.name for r in ROLE.values() if r.kind == rule.kind]
+    choices = INFERENCE_BACKENDS if wanted == "inference" else TRAINING_BACKENDS
+    others = [r.name for r in ROLE.values() if r.kind == rule.kind and r.name != engine]
     raise AllocationError(
-        f"{engine} needs {'an' if role.kind == 'inference' else 'a'} {role.kind} backend, "
-        f"got {backend}",
+        f"{engine} needs {'an' if wanted == 'inference' else 'a'} {wanted} backend, got {backend}",
         backend,
         0,
         length=len(backend),
@@ -120,10 +125,21 @@ def engine_layouts(
     fault, when a default cannot be derived or no layout is valid.
     """
     from areal_conf.parser import parse_backend
+    from areal_conf.settings import from_environment
 
-    engine = check_engine(engine, cfg)
+    run = read_config(cfg, choose_rules().rules)
+    engine = check_engine(engine, run)
     if backend is None or gpus is None:
-        spec, where = engine_backend(cfg, engine)
+        section = run.engines.get(engine)
+        if section is None:
+            raise AllocationError(
+                f"{engine}: the config has no {engine} section, so there is no current "
+                "backend or world size to sweep",
+                None,
+                None,
+                hint="give both, e.g. hydra.sweeper.backend=megatron hydra.sweeper.gpus=16",
+            )
+        spec, where = engine_backend(run, section)
         if spec is None:
             raise AllocationError(
                 f"{where}: {engine} is disabled (empty backend), so there is no current "
@@ -147,21 +163,20 @@ def engine_layouts(
         backend = current.backend if backend is None else backend
         gpus = current.world_size if gpus is None else gpus
     if max_tp is None:
-        cluster = cfg.get("cluster") or {}
-        max_tp = cluster.get("n_gpus_per_node", 8)
-    check_engine_kind(engine, backend)
-    model = cfg.get("model")
-    actor = cfg.get("actor")
-    section = merge_model(
-        None if model is None else {k: model.get(k) for k in model},
-        None if actor is None else actor.get("path"),
-    )
+        max_tp = run.cluster.n_gpus_per_node
+    row = run.engines[engine].row if engine in run.engines else None
+    check_engine_kind(engine, backend, row.kind if row is not None else None)
+    settings = from_environment()
+    actor = run.actor
+    model = resolve_model(
+        run.model, actor.path if actor is not None else None, settings.model, settings.model_from
+    ).keys
     try:
-        found = layouts(backend, gpus, model=section, max_tp=max_tp)
+        found = layouts(backend, gpus, model=model, max_tp=max_tp)
     except AllocationError as err:
         raise err.with_context(f"sweep of {engine}.backend") from None
     if fits and found:
-        found = _fitting(cfg, engine, found)
+        found = _fitting(cfg, engine, found, model)
         if not found:
             raise AllocationError(
                 f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
@@ -180,22 +195,17 @@ def engine_layouts(
             hint="sweep another GPU count (hydra.sweeper.gpus), raise hydra.sweeper.max_tp, "
             "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
         )
-    return EngineSweep(engine, backend, gpus, max_tp, tuple(found))
+    section_name = run.engines[engine].section if engine in run.engines else engine
+    return EngineSweep(engine, backend, gpus, max_tp, tuple(found), section_name)
 
 
-def _fitting(cfg: Any, engine: str, specs: Sequence[str]) -> list[str]:
+def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, Any]) -> list[str]:
     """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
     engines included), smallest memory per GPU of ``engine`` first."""
     from areal_conf.model_shape import model_shape
     from areal_conf.validation import validate
 
-    model = cfg.get("model")
-    actor = cfg.get("actor")
-    merged = merge_model(
-        None if model is None else {k: model.get(k) for k in model},
-        None if actor is None else actor.get("path"),
-    )
-    shape = model_shape(merged)
+    shape = model_shape(model)
     if isinstance(shape, str):
         raise AllocationError(
             f"hydra.sweeper.fits: cannot check memory, {shape}",

@@ -1,63 +1,156 @@
-"""``validate(cfg)``: the one check that train.py and the launcher run.
+"""``validate(cfg)``: the one check that train.py, the launcher and the command line run.
 
 Takes a composed config (an OmegaConf DictConfig or any nested mapping) and returns a
 ``Plan`` or raises one ``AllocationError`` whose first line names the config key.
-The engines and their scheduling come from :mod:`areal_conf.engines`; besides them only
-``cluster``, ``model`` and ``allocation_mode`` are read, never the ``allocation`` nodes
-the resolvers expand, nor keys that only the application reads.
+
+The config is read once (:func:`areal_conf.reading.read_config`), under the rules of one
+AReaL version (:func:`areal_conf.areal_versions.choose_rules`); then the checks that
+version lists in :data:`CHECKS` run in order, and the first that fails is the message.
+A new AReaL version is a new list here (and a row of
+:data:`areal_conf.areal_versions.VERSIONS`), not new branches in the checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
-from areal_conf.engines import read_engines, read_value, resolve_colocation
+from areal_conf import areal2_rules as v2
+from areal_conf.areal_versions import choose_rules
+from areal_conf.checks import (
+    Check,
+    Context,
+    capacity_everywhere,
+    check_engine_memory,
+    check_kinds,
+    check_teacher_layout_1_0,
+    colocate,
+    parse_all,
+    pasteable,
+    place_engines,
+    read_model,
+)
 from areal_conf.errors import AllocationError
-from areal_conf.fit import check_memory
-from areal_conf.plan import EnginePlan, Plan, place, placement_warnings
+from areal_conf.plan import Plan
+from areal_conf.reading import EngineSection, RunConfig, read_allocation_mode, read_config
+from areal_conf.settings import Settings, from_environment
+
+Step = Callable[[Context], None]
 
 
-def validate(cfg: Any) -> Plan:
-    """Check a composed config and return its allocation plan."""
-    if not isinstance(cfg, Mapping):
-        raise AllocationError(
-            f"the config must be a mapping of sections, got {type(cfg).__name__}",
-            cfg,
-            None,
-            hint="pass the composed config itself, e.g. validate(cfg) inside @hydra.main",
-        )
-    check_allocation_mode(read_value(cfg, "allocation_mode", "allocation_mode", ""))
-    n_nodes, n_gpus_per_node = _cluster(read_value(cfg, "cluster", "cluster") or {})
-    engines = resolve_colocation(read_engines(cfg))
-    if n_gpus_per_node:
-        _check_capacity(engines, n_nodes, n_gpus_per_node)
-    model = _model_section(cfg)
-    if model:
-        _check_model(engines, model)
-    if not n_gpus_per_node:
-        # A CPU run: processes only, nothing to place and no GPU memory to check.
-        return Plan(engines, n_nodes, n_gpus_per_node)
-    memory = check_memory(cfg, engines, model, n_nodes, n_gpus_per_node)
-    separated = [
-        (name, e.allocation)
-        for name, e in engines.items()
-        if e.allocation is not None and not e.colocated_with
-    ]
-    slots = place(separated, n_nodes, n_gpus_per_node)
-    placed = {
-        name: replace(e, slots=slots.get(e.owner, ()), memory=memory.estimates.get(name))
-        if e.enabled
-        else e
-        for name, e in engines.items()
-    }
-    warnings = placement_warnings(separated, n_gpus_per_node) + memory.warnings
-    return Plan(placed, n_nodes, n_gpus_per_node, warnings, memory_note=memory.note)
+def _when(column: str, check: Step) -> Step:
+    """``check`` only under the scheduler ``column`` (the rules every scheduler shares)."""
+
+    def run(ctx: Context) -> None:
+        if ctx.column == column:
+            check(ctx)
+
+    return run
 
 
-def check_allocation_mode(value: object) -> None:
-    """Reject the deprecated top-level allocation_mode, quoting its translation."""
+def _rl(check: Step) -> Step:
+    """``check`` only for RL configs (an actor and a rollout): PPOTrainer's checks."""
+
+    def run(ctx: Context) -> None:
+        if ctx.run.rl:
+            check(ctx)
+
+    return run
+
+
+#: Every version's checks, in the order AReaL meets them; the first failure is the
+#: message. ``allocation_mode`` is checked before the config is read.
+CHECKS: Final[dict[str, tuple[Check, ...]]] = {
+    "1.0": (
+        Check("T4", "the teacher is written as AReaL 1.0 reads it", check_teacher_layout_1_0),
+        Check(
+            "parse",
+            "each engine's backend string, and its kind",
+            lambda c: parse_all(c, check_kinds=True),
+        ),
+        Check("colocation", "targets created earlier, chains that fork, equal replicas", colocate),
+        Check(
+            "capacity",
+            "separated engines fit cluster.n_nodes × n_gpus_per_node",
+            capacity_everywhere,
+        ),
+        Check("placement", "GPUs on nodes", place_engines),
+        Check("model", "the model's shape and the layout rules it implies", read_model),
+        Check("memory", "each engine's memory per GPU", check_engine_memory),
+    ),
+    "2.0": (
+        Check("E6", "scheduler.type is local, slurm, ray or null", v2.check_scheduler),
+        Check("E1-E3", "the teacher's 2.0 layout", v2.check_teacher),
+        Check("E4 E5 E16", "_version, scheduling_spec entries, dtypes", v2.check_load_keys),
+        Check("E7", "delta weight updates need one PPO minibatch", v2.check_delta_minibatches),
+        Check("parse", "each engine's backend string", lambda c: parse_all(c, check_kinds=False)),
+        Check("E7", "what delta weight transfer requires", _rl(v2.check_delta_weight_update)),
+        Check("E15", "each role's backend kind", check_kinds),
+        Check("E8", "enable_offload when an engine offloads", _rl(v2.check_offload)),
+        Check("E9", "a colocated rollout's weight update", _rl(v2.check_colocated_weight_update)),
+        Check("E10", "v1 AWEX's backends", _rl(v2.check_awex_backends)),
+        Check("E11", "routed experts need sglang", _rl(v2.check_routed_experts)),
+        Check("E12", "megatron LoRA needs vllm", _rl(v2.check_megatron_lora)),
+        Check("E13", "one controller version", _rl(v2.check_controller_versions)),
+        Check("E14 W4", "the weight update mode", _rl(v2.check_v1_weight_update)),
+        Check(
+            "C5", "controller v2 ignores a rollout's colocation", v2.ignore_v2_rollout_colocation
+        ),
+        Check("G0-G3", "workers and their GPUs", v2.count_workers),
+        Check("C1-C6", "colocation on the scheduler in use", v2.colocate_2_0),
+        Check("A2-A5", "AWEX's rollout on the actor's GPUs", _rl(v2.check_awex_sharing)),
+        Check("ray", "Ray's scheduling_spec", v2.check_ray_specs),
+        Check("scheduler", "each engine on the scheduler's GPUs", v2.check_scheduler_gpus),
+        Check("capacity", "the rules every scheduler shares", _when("null", capacity_everywhere)),
+        Check("placement", "GPUs on nodes", place_engines),
+        Check("model", "the model's shape and the layout rules it implies", read_model),
+        Check("memory", "each engine's memory per GPU", check_engine_memory),
+    ),
+}
+
+
+def validate(
+    cfg: Any, *, areal_version: str | None = None, settings: Settings | None = None
+) -> Plan:
+    """Check a composed config and return its allocation plan.
+
+    ``areal_version`` (``"1.0"``, ``"2.0"``) chooses AReaL's rules, as ``--areal-version``
+    does; otherwise ``AREAL_CONF_AREAL_VERSION``, the installed ``areal`` or the newest
+    supported version decide. ``settings`` are areal-conf's other knobs (a GPU's memory,
+    the model's shape); by default they come from the environment
+    (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_MODEL``).
+    """
+    if settings is None:
+        settings = from_environment(areal_version=areal_version)
+    choice = choose_rules(settings.areal_version or areal_version)
+    legacy = read_allocation_mode(cfg) if isinstance(cfg, Mapping) else ""
+    if legacy not in (None, ""):
+        try:  # to say whether the engines' own backends agree with it
+            run: RunConfig | None = read_config(cfg, choice.rules)
+        except AllocationError:
+            run = None
+        try:
+            engines = run.engines if run is not None else None
+            check_allocation_mode(legacy, choice.rules.teacher_layout, engines)
+        except AllocationError as err:
+            raise err if run is None else err.with_hint(pasteable(err.hint, run)) from None
+    run = read_config(cfg, choice.rules)
+    ctx = Context(run, choice, settings)
+    try:
+        for check in CHECKS[choice.version]:
+            check.run(ctx)
+    except AllocationError as err:
+        raise err.with_hint(pasteable(err.hint, run)) from None
+    return ctx.plan()
+
+
+def check_allocation_mode(
+    value: object,
+    teacher_layout: str = "nested",
+    engines: Mapping[str, EngineSection] | None = None,
+) -> None:
+    """Reject the deprecated top-level allocation_mode, quoting its translation; with the
+    config's ``engines``, say whether their own backends already say the same."""
     if value is None or value == "":
         return
     if not isinstance(value, str):
@@ -72,7 +165,7 @@ def check_allocation_mode(value: object) -> None:
     from areal_conf.overrides import shell_line
 
     try:
-        translation = shell_line(migrate_allocation_mode(value))
+        translation = shell_line(migrate_allocation_mode(value, teacher_layout=teacher_layout))
     except AllocationError as err:
         raise AllocationError(
             "allocation_mode is deprecated, and this value cannot be translated: " + err.reason,
@@ -82,74 +175,48 @@ def check_allocation_mode(value: object) -> None:
             hint="set each engine's backend instead, e.g. "
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         ) from None
+    agreement = _agreement(value, engines) if engines else None
+    if agreement is not None and agreement[0]:
+        hint = (
+            f"the engines' own backends already say the same ({agreement[1]}): removing "
+            "allocation_mode is the whole fix"
+        )
+    else:
+        hint = (
+            f"remove allocation_mode and use these overrides instead: {translation}  "
+            f"(or run: python -m areal_conf migrate --yaml '{value}' for the YAML)"
+        )
+        if agreement is not None:
+            hint = f"{agreement[1]}; {hint}"
     raise AllocationError(
         "allocation_mode is deprecated: each engine has its own backend field now",
         value,
         None,
-        hint=f"remove allocation_mode and use these overrides instead: {translation}  "
-        f"(or run: python -m areal_conf migrate --yaml '{value}' for the YAML)",
+        hint=hint,
     )
 
 
-def _check_capacity(engines: dict[str, EnginePlan], n_nodes: int, per_node: int) -> None:
-    separated = [e for e in engines.values() if e.enabled and not e.colocated_with]
-    needed = sum(e.gpus for e in separated)
-    available = n_nodes * per_node
-    if needed <= available:
-        return
-    parts = " + ".join(f"{e.name} {e.gpus}" for e in separated)
-    nodes_needed = -(-needed // per_node)
-    raise AllocationError(
-        f"cluster: the engines need {needed} GPUs ({parts}) but the cluster has {available} "
-        f"({n_nodes} node{'s' if n_nodes != 1 else ''} × {per_node} GPUs)",
-        None,
-        None,
-        hint=f"add nodes (cluster.n_nodes={nodes_needed}) or shrink an engine's layout",
-    )
+def _agreement(legacy: str, engines: Mapping[str, EngineSection]) -> tuple[bool, str] | None:
+    """Whether every engine of ``legacy`` has that backend in its own section already,
+    and a phrase saying so, or naming the first engine that differs."""
+    from areal_conf.legacy import migrated_backends
+    from areal_conf.parser import parse_backend
 
-
-def _model_section(cfg: Any) -> dict[str, Any]:
-    """The model section, its blanks filled from model.hf_config or a local actor.path."""
-    from areal_conf.model_checks import validate_model
-    from areal_conf.model_shape import check_shape_values, merge_model
-
-    model = read_value(cfg, "model", "model") or {}
-    section = {k: read_value(model, k, f"model.{k}") for k in model}
-    validate_model(section)  # unknown keys, and the layout rules' values
-    check_shape_values(section)
-    actor = read_value(cfg, "actor", "actor")
-    path = read_value(actor, "path", "actor.path") if actor is not None else None
-    return merge_model(section, path)
-
-
-def _check_model(engines: dict[str, EnginePlan], model: Any) -> None:
-    from areal_conf.model_checks import MODEL_KEYS, check_model
-
-    section = {k: model.get(k) for k in MODEL_KEYS}
-    for name, e in engines.items():
-        if e.allocation is not None:
-            check_model(name, e.allocation, section)
-
-
-def _cluster(cluster: Any) -> tuple[int, int]:
-    if not isinstance(cluster, Mapping):
-        raise AllocationError(
-            f"cluster: must be a section, got {type(cluster).__name__}",
-            cluster,
-            None,
-            hint="e.g. cluster: {n_nodes: 1, n_gpus_per_node: 8}",
-        )
-    values = []
-    # n_gpus_per_node 0 is AReaL's CPU template.
-    for field_name, default, least in (("n_nodes", 1, 1), ("n_gpus_per_node", 8, 0)):
-        value = read_value(cluster, field_name, f"cluster.{field_name}", default)
-        if type(value) is not int or value < least:
-            what = "a positive whole number" if least else "a whole number, 0 for a CPU run"
-            raise AllocationError(
-                f"cluster.{field_name}: must be {what}, got {value!r}",
-                value,
-                None,
-                hint=f"e.g. cluster.{field_name}={default}",
-            )
-        values.append(value)
-    return values[0], values[1]
+    try:
+        wanted = migrated_backends(legacy)
+    except AllocationError:
+        return None
+    same: list[str] = []
+    for name, backend in wanted.items():
+        engine = engines.get(name)
+        written = engine.backend if engine is not None else None
+        try:
+            have = str(parse_backend(written)) if isinstance(written, str) and written else None
+        except AllocationError:
+            have = None
+        key = engine.backend_key if engine is not None else f"{name}.backend"
+        if have != backend:
+            now = f"is {have}" if have else "is not set"
+            return False, f"{key} {now}, but allocation_mode says {backend}"
+        same.append(f"{key}={backend}")
+    return True, " ".join(same)

@@ -8,6 +8,7 @@ Plain functions, importable by name (``from _helpers import ROOT, run_train``);
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -99,6 +100,29 @@ def compose_config(
 
     with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
         return compose(name, overrides=list(overrides), return_hydra_config=with_hydra)
+
+
+@functools.cache
+def hydra_composes_parent_paths() -> bool:
+    """Whether the installed Hydra composes a defaults entry such as
+    ``- ../math/gsm8k_grpo_megatron@_global_`` (AReaL's pin 1.4.0.dev1 and Hydra 1.3 do;
+    1.4.0rc3 refuses it). Found out by composing such a pair of files."""
+    import tempfile
+
+    from hydra.errors import ConfigCompositionException
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "base").mkdir()
+        (Path(tmp) / "base" / "parent.yaml").write_text("x: 1\n")
+        (Path(tmp) / "child").mkdir()
+        (Path(tmp) / "child" / "config.yaml").write_text(
+            "defaults:\n  - ../base/parent@_global_\n  - _self_\n"
+        )
+        try:
+            compose_config(config_dir=Path(tmp) / "child")
+        except ConfigCompositionException:
+            return False
+    return True
 
 
 def job_dirs(sweep_dir: Path) -> list[str]:

@@ -33,6 +33,29 @@ def _discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
+#: areal-conf's own settings from the environment; a test sets them when it means to.
+AREAL_CONF_ENV = ("AREAL_CONF_AREAL_VERSION", "AREAL_CONF_GPU_MEMORY_GB", "AREAL_CONF_MODEL")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_areal_conf_settings_from_outside() -> Iterator[None]:
+    """The suite runs with the rules areal-conf picks by itself (no areal installed: the
+    newest) unless a test chooses, whatever the shell that started pytest has set."""
+    import os
+
+    saved = {k: os.environ.pop(k) for k in AREAL_CONF_ENV if k in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def areal_1_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AReaL 1.0's rules, chosen as a user does (``AREAL_CONF_AREAL_VERSION=1.0``), for
+    this test and the programs it starts: for tests of behaviour that 1.0's rules state
+    (the 2.0 rules have their own tests)."""
+    monkeypatch.setenv("AREAL_CONF_AREAL_VERSION", "1.0")
+
+
 def _hydra_fingerprint() -> tuple[object, ...]:
     """A cheap summary of Hydra's global state that changes when a test initializes
     Hydra, stores a config, registers a resolver or sets the version base."""

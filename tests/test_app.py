@@ -84,6 +84,20 @@ REPORTS: list[Report] = [
         status=EXIT_HYDRA,
     ),
     Report(
+        name="a Hydra that refuses '..' in a defaults list: AReaL's pins to install",
+        make=lambda: ConfigCompositionException(
+            "In x: Parent traversal ('..') in Defaults List config paths is not supported "
+            "('../math/gsm8k_grpo_megatron')."
+        ),
+        argv=[],
+        parts=(
+            "('../math/gsm8k_grpo_megatron')",
+            "Keep the file as it is and install AReaL's pins: python -m pip install "
+            "hydra-core==1.4.0.dev1 omegaconf==2.4.0.dev2",
+        ),
+        status=EXIT_HYDRA,
+    ),
+    Report(
         name="interpolation with its key (OmegaConf knows it)",
         make=resolve("actor:\n  backend: ${nope}\n"),
         argv=[],

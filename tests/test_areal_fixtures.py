@@ -1,4 +1,6 @@
-"""Every real AReaL config of the shared fixtures, plain and with ``areal_schema`` first.
+"""Every real AReaL 1.0 config of the shared fixtures, plain and with ``areal_schema``
+first, under AReaL 1.0's rules (``AREAL_CONF_AREAL_VERSION=1.0``, as a user of AReaL 1.0
+sets it): the 2.0 configs are ``test_areal2_fixtures.py``'s.
 
 For each file the expected verdict, the engines AReaL builds (GPUs each), the engines
 that are not built, the GPU owner of each colocated engine and the GPUs used are
@@ -22,14 +24,17 @@ from hydra import compose, initialize_config_dir
 
 import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
 from areal_conf import AllocationError
-from areal_conf.engines import ROLE_NAMES
 from areal_conf.explain import explain_config
 from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.roles import ROLE_NAMES
 from areal_conf.validation import validate
 
 FIXTURES = Path("/work/shared/fixtures/areal")
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="AReaL fixtures not available")
+pytestmark = [
+    pytest.mark.skipif(not FIXTURES.is_dir(), reason="AReaL fixtures not available"),
+    pytest.mark.usefixtures("areal_1_0"),
+]
 
 
 class Valid(NamedTuple):
@@ -65,7 +70,7 @@ EXPECTED: dict[str, Valid | Rejected] = {
     "gsm8k_rlvr_scaffolding": Rejected(
         "allocation_mode",
         "allocation_mode is deprecated",
-        "rollout.backend=sglang:d1 actor.backend=fsdp:d1",
+        "++rollout.backend=sglang:d1 ++actor.backend=fsdp:d1",
     ),
     # SFT: training only.
     "gsm8k_sft": Valid({"actor": 8}, {}, {}, 8, 8),

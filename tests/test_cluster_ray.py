@@ -295,7 +295,7 @@ def test_invalid_sweep_starts_no_ray_task(head_env: RayHead, tmp_path: Path) -> 
             sys.executable,
             "train.py",
             "-m",
-            "actor.backend=fsdp:d8,fsdp:d16,fsdp:d4t2",
+            "actor.backend=fsdp:d8,fsdp:d4,fsdp:d4t2",
             *connect(head_env),
             f"hydra.sweep.dir={tmp_path / 'sweep'}",
         ],
@@ -304,7 +304,7 @@ def test_invalid_sweep_starts_no_ray_task(head_env: RayHead, tmp_path: Path) -> 
     )
     assert out.returncode != 0
     assert "1 of 3 jobs failed validation; no job was launched." in out.stderr
-    assert "#1 actor.backend=fsdp:d16" in out.stderr
+    assert "#1 actor.backend=fsdp:d4" in out.stderr
     assert "Traceback" not in out.stderr
     # Ray's state: no task, and no driver ever connected
     after = head_env.state()

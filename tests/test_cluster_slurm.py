@@ -185,7 +185,7 @@ def test_sweep_with_an_invalid_job_submits_nothing(tmp_path: Path) -> None:
             sys.executable,
             "train.py",
             "-m",
-            "actor.backend=fsdp:d8,fsdp:d16,fsdp:d4t2",
+            "actor.backend=fsdp:d8,fsdp:d4,fsdp:d4t2",
             SUBMITIT_SLURM,
             f"hydra.sweep.dir={sweep_dir}",
         ],
@@ -194,8 +194,8 @@ def test_sweep_with_an_invalid_job_submits_nothing(tmp_path: Path) -> None:
     )
     assert out.returncode != 0
     assert "1 of 3 jobs failed validation; no job was launched." in out.stderr
-    assert "#1 actor.backend=fsdp:d16" in out.stderr
-    assert "the engines need 24 GPUs" in out.stderr
+    assert "#1 actor.backend=fsdp:d4" in out.stderr
+    assert "Slurm scheduler allocates only entire nodes" in out.stderr
     assert "Traceback" not in out.stderr
     time.sleep(1)  # a submission would reach accounting within this
     assert slurm_state() == before
@@ -240,7 +240,7 @@ def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> 
             sys.executable,
             "train.py",
             "-m",
-            "actor.backend=fsdp:d8,fsdp:d16",
+            "actor.backend=fsdp:d8,fsdp:d4",
             "hydra/launcher=submitit_slurm",
             f"hydra.sweep.dir={sweep_dir}",
         ],
@@ -250,7 +250,7 @@ def test_without_validation_the_bad_job_fails_on_the_cluster(tmp_path: Path) -> 
     # train.py's task raises the AllocationError on the node; submitit brings it back and
     # run_validated prints it as the one message, with train.py's exit status.
     assert out.returncode == 2
-    assert "the engines need 24 GPUs" in out.stderr
+    assert "Slurm scheduler allocates only entire nodes" in out.stderr
     assert "Traceback" not in out.stderr
     after = slurm_state()
     assert after.submitted > before.submitted

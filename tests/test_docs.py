@@ -2,7 +2,10 @@
 
 The error catalogue is parsed from the markdown: each ``#### `` entry has an input (a
 ``backend: ...`` YAML line for a backend string, or a ``yaml`` block for a whole config),
-one ``text`` block with the message as printed, and a ``Fix:``. The test runs the input
+one ``text`` block with the message as printed, and a ``Fix:``. A config entry may name
+the AReaL rules it states with a ``Rules: AReaL 1.0`` line; without one it states the
+rules areal-conf picks by itself (AReaL 2.0's in the tests, where no ``areal`` is
+installed and the suite sets no ``AREAL_CONF_AREAL_VERSION``). The test runs the input
 through ``parse_backend`` or ``validate`` and compares the message line by line. Trailing
 blanks are ignored on both sides: markdown does not show them and editors strip them, and
 only the input line of an empty value has any. The table of example strings is checked
@@ -21,13 +24,20 @@ from _helpers import ROOT
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, parse_backend, validate
+from areal_conf.areal_versions import SUPPORTED
 
 DOC = ROOT / "docs" / "backend-strings.md"
 CATALOGUE_HEADING = "## Error catalogue"
-# The subsection of the catalogue each kind of entry belongs in.
-SECTION_OF_KIND = {"backend": "### Backend string errors", "config": "### Config errors"}
+# The subsections of the catalogue each kind of entry belongs in.
+SECTION_OF_KIND = {
+    "backend": ("### Backend string errors",),
+    "config": ("### Config errors", "### AReaL 2.0 errors"),
+}
 
 _INPUT_LINE = re.compile(r"^Input: `(backend: .*)`$", re.M)
+_RULES_LINE = re.compile(r"^Rules: (.*)$", re.M)
+# The value of a Rules: line, and the version it asks validate for.
+_RULES_VALUE = re.compile(r"AReaL (\d+\.\d+)")
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
 
 
@@ -39,6 +49,7 @@ class Entry:
     source: str  # the YAML line or block as the page shows it
     message: str
     fix: str
+    areal_version: str | None = None  # a Rules: line's version; None: areal-conf's choice
 
 
 def _parse_entry(title: str, section: str, body: str) -> Entry:
@@ -47,12 +58,22 @@ def _parse_entry(title: str, section: str, body: str) -> Entry:
     yaml_blocks = [text for lang, text in blocks if lang == "yaml"]
     text_blocks = [text for lang, text in blocks if lang == "text"]
     fixes = re.findall(r"^Fix: (.+)", body, flags=re.M)
+    rules = _RULES_LINE.findall(_FENCE.sub("", body))  # outside the input and the message
     if len(inputs) + len(yaml_blocks) != 1:
         raise AssertionError(f"{title!r}: needs exactly one input (Input: line or yaml block)")
     if len(text_blocks) != 1 or len(fixes) != 1:
         raise AssertionError(f"{title!r}: needs exactly one text block and one Fix: line")
     kind, source = ("backend", inputs[0]) if inputs else ("config", yaml_blocks[0])
-    return Entry(title, section, kind, source, text_blocks[0].rstrip("\n"), fixes[0])
+    version = None
+    if rules:
+        found = _RULES_VALUE.fullmatch(rules[0].strip())
+        if len(rules) != 1 or kind != "config" or found is None:
+            raise AssertionError(
+                f"{title!r}: at most one 'Rules: AReaL X.Y' line, in a config entry"
+            )
+        version = found[1]
+    message = text_blocks[0].rstrip("\n")
+    return Entry(title, section, kind, source, message, fixes[0], version)
 
 
 def catalogue() -> list[Entry]:
@@ -88,7 +109,13 @@ def test_the_catalogue_has_entries_of_every_kind_with_unique_titles() -> None:
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.title for e in ENTRIES])
 def test_entry_is_in_the_section_of_its_kind(entry: Entry) -> None:
-    assert entry.section == SECTION_OF_KIND[entry.kind]
+    assert entry.section in SECTION_OF_KIND[entry.kind]
+
+
+def test_entries_under_other_rules_name_a_version_areal_conf_has() -> None:
+    versions = {e.areal_version for e in ENTRIES if e.areal_version is not None}
+    assert versions, "no entry states AReaL 1.0's rules"
+    assert versions <= set(SUPPORTED)
 
 
 @pytest.mark.parametrize("entry", BY_KIND["backend"], ids=[e.title for e in BY_KIND["backend"]])
@@ -103,7 +130,7 @@ def test_backend_string_error_is_printed_as_documented(entry: Entry) -> None:
 def test_config_error_is_printed_as_documented(entry: Entry) -> None:
     cfg = OmegaConf.create(entry.source)
     with pytest.raises(AllocationError) as caught:
-        validate(cfg)
+        validate(cfg, areal_version=entry.areal_version)
     assert _lines(str(caught.value)) == _lines(entry.message)
 
 

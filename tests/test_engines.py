@@ -1,4 +1,7 @@
-"""The engine model: discovery, the role table, scheduling chains, replicas, CPU runs."""
+"""The engine model: discovery, the role table, scheduling chains, replicas, CPU runs.
+
+These are AReaL 1.0's rules (``AREAL_CONF_AREAL_VERSION=1.0``); the error table runs under
+2.0's rules too where 2.0 says the same (2.0's own rules are in ``test_areal2_rules.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,13 @@ from _helpers import Train
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
-from areal_conf.engines import ROLE, ROLE_NAMES, display_order, engine_names
+from areal_conf.areal_versions import VERSIONS
+from areal_conf.reading import engine_names
 from areal_conf.report import plan_table
+from areal_conf.roles import ROLE, ROLE_NAMES, display_order
 from areal_conf.validation import validate
+
+pytestmark = pytest.mark.usefixtures("areal_1_0")
 
 
 def colo(target: str, fork: bool = True) -> dict[str, Any]:
@@ -59,7 +66,7 @@ def test_discovery_reads_sections_with_a_backend_only() -> None:
         critic=None,
     )
     cfg["critic"] = None  # null: no engine
-    assert engine_names(cfg) == ["rollout", "actor", "judge_engine"]
+    assert engine_names(cfg, VERSIONS["1.0"]) == ["rollout", "actor", "judge_engine"]
 
 
 @pytest.mark.parametrize(
@@ -163,6 +170,9 @@ class BadConfig(NamedTuple):
     reason: str  # the key and the start of the reason
     hint: str  # a part of the hint
     hint_validates: bool  # applying the hint's overrides gives a valid config
+    # AReaL 2.0's rules give the same message (False where one of its own rules comes
+    # first: its PPOTrainer checks, its teacher layout)
+    same_in_2_0: bool = True
 
 
 ERRORS: list[BadConfig] = [
@@ -179,6 +189,7 @@ ERRORS: list[BadConfig] = [
         reason="actor.scheduling_strategy.target: actor -> rollout: rollout is created after actor",
         hint="colocate rollout with actor instead",
         hint_validates=True,
+        same_in_2_0=False,
     ),
     BadConfig(
         name="role onto an extra",
@@ -232,6 +243,7 @@ ERRORS: list[BadConfig] = [
         "(disabled: teacher.backend is empty)",
         hint="rollout.scheduling_strategy.target=actor",
         hint_validates=True,
+        same_in_2_0=False,
     ),
     BadConfig(
         name="self",
@@ -288,6 +300,7 @@ ERRORS: list[BadConfig] = [
         "actor 8 ranks (fsdp:d8)",
         hint="rollout.backend=sglang:d8",
         hint_validates=True,
+        same_in_2_0=False,
     ),
     BadConfig(
         name="replicas: training onto inference with multi-GPU instances",
@@ -306,6 +319,7 @@ ERRORS: list[BadConfig] = [
         reason="rollout.backend: rollout -> actor: rollout needs 16 GPUs (sglang:d8t2) and actor has 8",
         hint="rollout.backend=sglang:d8",
         hint_validates=True,
+        same_in_2_0=False,
     ),
     BadConfig(
         name="replicas: training onto training",
@@ -327,6 +341,7 @@ ERRORS: list[BadConfig] = [
         reason="teacher: the config builds no engine (teacher: disabled: teacher.backend is empty)",
         hint="teacher.backend=fsdp:d8",
         hint_validates=True,
+        same_in_2_0=False,
     ),
     BadConfig(
         name="extra engine without backend",
@@ -367,17 +382,21 @@ ERRORS: list[BadConfig] = [
 
 
 @pytest.mark.parametrize(
-    BadConfig._fields[1:],
-    [row[1:] for row in ERRORS],
-    ids=[row.name for row in ERRORS],
+    ("row", "version"),
+    [
+        pytest.param(row, version, id=f"{row.name}-{version}")
+        for row in ERRORS
+        for version in ("1.0", "2.0")
+        if version == "1.0" or row.same_in_2_0
+    ],
 )
-def test_errors(cfg: dict[str, Any], reason: str, hint: str, hint_validates: bool) -> None:
+def test_errors(row: BadConfig, version: str) -> None:
     with pytest.raises(AllocationError) as info:
-        validate(cfg)
-    assert info.value.reason.startswith(reason), info.value.reason
-    assert hint in info.value.hint, info.value.hint
-    if hint_validates:
-        validate(apply_hint(cfg, info.value.hint))
+        validate(row.cfg, areal_version=version)
+    assert info.value.reason.startswith(row.reason), info.value.reason
+    assert row.hint in info.value.hint, info.value.hint
+    if row.hint_validates:
+        validate(apply_hint(row.cfg, info.value.hint), areal_version=version)
 
 
 # ---------------------------------------------------------- the issue's commands

@@ -12,10 +12,10 @@ def test_config_prints_table_and_map(cli: Cli) -> None:
     code, out, err = cli("explain", "--config", CONFIG)
     assert code == 0, err
     assert "GPUs: 16 used of 16 (2 nodes × 8), 0 idle" in out
-    assert "node 0  R R R R R R R R\nnode 1  A A A A A A A A" in out
-    assert "A = actor    fsdp:d4t2    8 GPUs on node 1, shared with critic, ref (colocated)" in out
+    assert "node 0  A A A A A A A A\nnode 1  R R R R R R R R" in out
+    assert "A = actor    fsdp:d4t2    8 GPUs on node 0, shared with critic, ref (colocated)" in out
     assert "rank groups" not in out
-    assert out.index("GPUs: 16 used") < out.index("node 0  R")  # table first, then the map
+    assert out.index("GPUs: 16 used") < out.index("node 0  A")  # table first, then the map
 
 
 def test_config_directory_and_overrides(cli: Cli) -> None:
@@ -25,10 +25,11 @@ def test_config_directory_and_overrides(cli: Cli) -> None:
         str(CONF),
         "rollout.backend=sglang:d3t4",
         "actor.backend=fsdp:d2",
+        "scheduler.type=null",  # partial nodes: the rules every scheduler shares
     )
     assert code == 0, err
-    assert "node 1  R R R R A A . ." in out
-    assert ". = idle                  2 GPUs on node 1" in out
+    assert "node 0  A A R R R R . ." in out
+    assert ". = idle                  2 GPUs on node 0" in out
 
 
 def test_config_experiment_override(cli: Cli) -> None:
@@ -41,7 +42,7 @@ def test_config_groups_for_every_training_engine(cli: Cli) -> None:
     code, out, err = cli("explain", "--config", CONFIG, "--groups")
     assert code == 0, err
     groups = out[out.index("rank groups (engine-local ranks)") :]
-    assert "actor: fsdp:d4t2, order tp-cp-ep-dp-pp\n  ranks 0-7 on node 1 GPUs 0-7\n" in groups
+    assert "actor: fsdp:d4t2, order tp-cp-ep-dp-pp\n  ranks 0-7 on node 0 GPUs 0-7\n" in groups
     assert "  tp         4 groups of 2: [0, 1]  [2, 3]  [4, 5]  ... (1 more)" in groups
     assert "  dp         2 groups of 4: [0, 2, 4, 6]  [1, 3, 5, 7]" in groups
     assert "critic: fsdp:d4t2, order tp-cp-ep-dp-pp: the same groups as actor" in groups
@@ -66,10 +67,10 @@ def test_config_groups_of_separate_engines_and_other_order(
     )
     assert code == 0, err
     assert "actor: megatron:(attn:d2p2t4|ffn:d2p2t2e2), order tp-cp-ep-pp-dp" in out
-    assert "ranks 0-7 on node 1 GPUs 0-7; ranks 8-15 on node 2 GPUs 0-7" in out
+    assert "ranks 0-7 on node 0 GPUs 0-7; ranks 8-15 on node 1 GPUs 0-7" in out
     assert "  pp         8 groups of 2: [0, 4]  [1, 5]  [2, 6]  ... (5 more)" in out
     assert "  dp         8 groups of 2: [0, 8]  [1, 9]  [2, 10]  ... (5 more)" in out
-    assert "critic: megatron:d2t4, order tp-cp-ep-pp-dp\n  ranks 0-7 on node 3 GPUs 0-7" in out
+    assert "critic: megatron:d2t4, order tp-cp-ep-pp-dp\n  ranks 0-7 on node 2 GPUs 0-7" in out
     # ref inherits the actor's layout and shares its GPUs
     assert (
         "ref: megatron:(attn:d2p2t4|ffn:d2p2t2e2), order tp-cp-ep-pp-dp: the same groups as actor"
@@ -128,10 +129,25 @@ def test_spec_placed_alone_on_a_cluster(cli: Cli) -> None:
         (["explain", "--config", CONFIG, "actor.backend='x"], "cannot compose"),
         (["explain", "--config", CONFIG, "+experiment=nah"], "Could not find 'experiment/nah'"),
         (["explain", "--config", CONFIG, "actor.backend=d4t2"], "actor.backend: no backend prefix"),
-        (["explain", "--config", CONFIG, "rollout.backend=sglang:d4t4"], "need 24 GPUs"),
         (
-            ["explain", "--config", CONFIG, "rollout.backend=sglang:d2t6", "actor.backend=fsdp:t4"],
-            "actor: fsdp:t4 does not fit on 2 × 8 GPUs",
+            ["explain", "--config", CONFIG, "rollout.backend=sglang:d4t4", "scheduler.type=null"],
+            "need 24 GPUs",
+        ),
+        (
+            ["explain", "--config", CONFIG, "actor.backend=fsdp:d4"],
+            "Slurm scheduler allocates only entire nodes",
+        ),
+        (["explain", "--config", CONFIG, "--areal-version", "3.0"], "--areal-version: '3.0'"),
+        (
+            [
+                "explain",
+                "--config",
+                CONFIG,
+                "rollout.backend=sglang:d2t6",
+                "actor.backend=fsdp:t4",
+                "scheduler.type=null",
+            ],
+            "rollout: sglang:d2t6 does not fit on 2 × 8 GPUs",
         ),
         (["explain", "--config", CONFIG, "--nodes", "3"], "a config has its cluster"),
         (["explain", "sglang:d3t6", "--nodes", "2"], "needs 18 GPUs but 2 nodes × 8 GPUs have 16"),
@@ -163,7 +179,7 @@ def test_invalid_input_exits_2_with_a_message(cli: Cli, argv: list[str], message
 def test_end_to_end_as_a_user_runs_it() -> None:
     result = run_cli("explain", "--config", CONFIG, "--groups")
     assert result.returncode == 0, result.stderr
-    assert "node 1  A A A A A A A A" in result.stdout
+    assert "node 0  A A A A A A A A" in result.stdout
     assert "rank groups (engine-local ranks)" in result.stdout
 
 

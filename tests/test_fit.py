@@ -72,7 +72,10 @@ def test_deepseek_and_qwen_moe_keys(tmp_path: Path) -> None:
     assert found["moe_shared_expert_ffn_hidden_size"] == 2048
 
 
-def test_explicit_model_keys_win_over_the_file_and_actor_path_is_read(tmp_path: Path) -> None:
+def test_explicit_model_keys_win_over_the_file_and_actor_path_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     merged = merge_model({"hf_config": str(HF / "llama3_70b"), "num_layers": 40})
     assert merged["num_layers"] == 40 and merged["hidden_size"] == 8192
     assert "hf_config" not in merged
@@ -80,8 +83,10 @@ def test_explicit_model_keys_win_over_the_file_and_actor_path_is_read(tmp_path: 
     local.mkdir()
     shutil.copy(HF / "llama3_70b" / "config.json", local / "config.json")
     assert merge_model({}, str(local))["vocab_size"] == 128256
-    # a hub name is not a local directory: no shape, and nothing is downloaded
-    assert merge_model({}, "meta-llama/Meta-Llama-3-70B") == {}
+    # a hub id: a model areal-conf knows gives its shape, another none (nothing is
+    # downloaded)
+    assert merge_model({}, "meta-llama/Meta-Llama-3-70B")["num_layers"] == 80
+    assert merge_model({}, "someone/unreleased-model-7B") == {}
     # hf_config wins over actor.path
     assert merge_model({"hf_config": str(HF / "qwen2_5_7b")}, str(local))["hidden_size"] == 3584
 
@@ -89,7 +94,7 @@ def test_explicit_model_keys_win_over_the_file_and_actor_path_is_read(tmp_path: 
 def test_unknown_shape_says_what_is_missing() -> None:
     text = model_shape({"num_layers": 32, "num_attention_heads": 32})
     assert isinstance(text, str)
-    assert "model.hidden_size" in text and "model.hf_config" in text
+    assert "hidden_size" in text and "AREAL_CONF_MODEL" in text
 
 
 # -- validate: errors as a table -------------------------------------------------------
@@ -120,7 +125,7 @@ def config(**parts: Any) -> dict[str, Any]:
             "backend": "fsdp:d8",
             "scheduling_strategy": {"type": "colocation", "target": "critic"},
         },
-        "cluster": {"n_nodes": 3, "n_gpus_per_node": 8},
+        "cluster": {"n_nodes": 3, "n_gpus_per_node": 8, "gpu_memory_gb": 80},
         "model": dict(LLAMA70B),
     }
     for key, value in parts.items():
@@ -148,7 +153,11 @@ ERRORS: list[TooBig] = [
         hint="actor.backend=fsdp:",
     ),
     TooBig(
-        cfg=config(rollout={"backend": "sglang:d8"}),
+        cfg=config(  # the actor fits: only the rollout does not
+            rollout={"backend": "sglang:d8"},
+            actor={"backend": "fsdp:d32", "gradient_checkpointing": True},
+            cluster={"n_nodes": 6},
+        ),
         message="rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
         also="sglang.mem_fraction_static",
         hint="rollout.backend=sglang:",
@@ -175,7 +184,7 @@ ERRORS: list[TooBig] = [
     ),
     TooBig(
         cfg=config(model={"hf_config": "/nonexistent/config.json"}),
-        message="model.hf_config: no file '/nonexistent/config.json'",
+        message="model.hf_config: '/nonexistent/config.json' is not a local file or directory",
         also="",
         hint="config.json",
     ),
@@ -202,6 +211,18 @@ def test_memory_errors(cfg: dict[str, Any], message: str, also: str, hint: str) 
     assert message in err.reason
     assert also in err.reason or also in err.hint
     assert hint in err.hint
+
+
+def test_an_assumed_gpu_memory_warns_instead() -> None:
+    """Without the GPUs' memory (no cluster.gpu_memory_gb, no AREAL_CONF_GPU_MEMORY_GB)
+    80 GB is assumed, and what would not fit is a warning: the GPUs may be larger."""
+    cfg = config()
+    del cfg["cluster"]["gpu_memory_gb"]
+    plan = validate(cfg)
+    (warning,) = [w for w in plan.warnings if "actor: fsdp:d8 needs" in w]
+    assert "a GPU has 80 GB (assumed)" in warning
+    assert "if your GPUs have more memory, give it (AREAL_CONF_GPU_MEMORY_GB=<GB>)" in warning
+    assert plan.engines["actor"].memory is not None
 
 
 def test_the_hint_fits() -> None:

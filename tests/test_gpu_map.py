@@ -1,4 +1,7 @@
-"""The per-node GPU map (SPEC §7, issue 5): which engine holds each GPU, at a glance."""
+"""The per-node GPU map (SPEC §7, issue 5): which engine holds each GPU, at a glance.
+
+Plans of plain configs are made with AReaL 1.0's rules, which list (and place) the
+rollout first; the default config's map is AReaL 2.0's (creation order, on Slurm)."""
 
 from __future__ import annotations
 
@@ -30,18 +33,18 @@ def plan_of(
         "cluster": {"n_nodes": n_nodes, "n_gpus_per_node": per_node},
     }
     cfg.update(others)
-    return validate(cfg)
+    return validate(cfg, areal_version="1.0")
 
 
 def test_default_config_map() -> None:
     plan = validate(compose_config())
     assert render_gpu_map(plan) == (
         "GPU     0 1 2 3 4 5 6 7\n"
-        "node 0  R R R R R R R R\n"
-        "node 1  A A A A A A A A\n"
+        "node 0  A A A A A A A A\n"
+        "node 1  R R R R R R R R\n"
         "\n"
-        "R = rollout  sglang:d2t4  8 GPUs on node 0\n"
-        "A = actor    fsdp:d4t2    8 GPUs on node 1, shared with critic, ref (colocated)"
+        "A = actor    fsdp:d4t2    8 GPUs on node 0, shared with critic, ref (colocated)\n"
+        "R = rollout  sglang:d2t4  8 GPUs on node 1"
     )
 
 
@@ -129,7 +132,7 @@ def test_engines_not_built_are_listed_with_the_reason() -> None:
         "ref": {"backend": "", "scheduling_strategy": COLOCATED},
         "cluster": {"n_nodes": 1},
     }
-    plan = validate(cfg)
+    plan = validate(cfg, areal_version="1.0")
     text = render_gpu_map(plan)
     assert "E =" not in text
     assert text.endswith(

@@ -91,10 +91,16 @@ def test_resolvers_register_idempotently_and_silently() -> None:
             "critic.backend: critic -> actor: critic runs 4 ranks (fsdp:d4) and actor 8 ranks",
             "critic.backend=fsdp:d8",
         ),
-        (
-            ["rollout.backend=sglang:d4t4"],
-            "need 24 GPUs (rollout 16 + actor 8) but the cluster has 16",
+        (  # the rules every scheduler shares (Slurm, the config's, only warns)
+            ["rollout.backend=sglang:d4t4", "scheduler.type=null"],
+            "need 24 GPUs (actor 8 + rollout 16) but the cluster has 16",
             "cluster.n_nodes=3",
+        ),
+        (
+            ["actor.backend=fsdp:d4"],
+            "actor.backend: AReaL's Slurm scheduler allocates only entire nodes: fsdp:d4 takes 4 "
+            "GPUs but a node has 8",
+            "a multiple of 8 GPUs",
         ),
         (
             ["rollout.backend=fsdp:d8"],
@@ -114,9 +120,14 @@ def test_resolvers_register_idempotently_and_silently() -> None:
             "megatron:d4p2",
         ),
         (
-            ["ref.scheduling_strategy.target=teacher", "+teacher.backend="],
-            "ref -> teacher: teacher is not built (disabled: teacher.backend is empty)",
+            ["ref.scheduling_strategy.target=teacher", "+teacher.rollout.backend="],
+            "ref -> teacher: teacher is not built (disabled: teacher.rollout.backend is empty)",
             "ref.scheduling_strategy.target=actor",
+        ),
+        (
+            ["+teacher.backend=fsdp:d8"],
+            "teacher.backend: AReaL 2.0 has no flat teacher",
+            'teacher.train.backend: "fsdp:d8"',
         ),
         (
             ["ref.scheduling_strategy.target=teacher"],
@@ -141,13 +152,14 @@ def test_resolvers_register_idempotently_and_silently() -> None:
             "t1, t2, t3 or t6",
         ),
         (
-            ["actor.backend=megatron:d4e4", "model.num_experts=6"],
-            "actor: megatron:d4e4 breaks a model rule: num_experts=6 is not divisible by ep=4",
+            ["actor.backend=megatron:d8e4", "model.num_experts=6"],
+            "actor: megatron:d8e4 breaks a model rule: num_experts=6 is not divisible by ep=4",
             "e1, e2",
         ),
         (
-            ["rollout.backend=sglang:d2t6", "actor.backend=fsdp:t4"],
-            "actor: fsdp:t4 does not fit on 2 × 8 GPUs: 1 tensor-parallel groups of 4 GPUs",
+            ["rollout.backend=sglang:d2t6", "actor.backend=fsdp:t4", "scheduler.type=null"],
+            "rollout: sglang:d2t6 does not fit on 2 × 8 GPUs: 2 server instances of 6 GPUs, "
+            "each within one node; one node holds 1 (6 of its 8 GPUs) after actor took theirs",
             "n_nodes=3",
         ),
     ],
@@ -185,7 +197,7 @@ def test_validate_accepts_plain_mappings() -> None:
     # no ref.
     assert plan.used_gpus == 24
     assert plan.engines["critic"].colocated_with is None
-    assert list(plan.engines) == ["rollout", "actor", "critic"]
+    assert list(plan.engines) == ["actor", "critic", "rollout"]  # AReaL's creation order
 
 
 # -- train.py as a user runs it ---------------------------------------------------------
@@ -197,8 +209,8 @@ def test_train_default_prints_and_writes_plan(train: Train, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     assert "GPUs: 16 used of 16" in result.stdout
     # the per-node GPU map follows the plan table
-    assert "node 0  R R R R R R R R\nnode 1  A A A A A A A A" in result.stdout
-    assert result.stdout.index("GPUs: 16 used") < result.stdout.index("node 0  R")
+    assert "node 0  A A A A A A A A\nnode 1  R R R R R R R R" in result.stdout
+    assert result.stdout.index("GPUs: 16 used") < result.stdout.index("node 0  A")
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["gpus"] == {"available": 16, "used": 16, "idle": 0}
     assert plan["engines"]["rollout"]["gpus"] == 8 and plan["engines"]["actor"]["gpus"] == 8
@@ -221,7 +233,7 @@ def test_train_overrides(train: Train) -> None:
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         ),
         ("critic.backend=fsdp:d4", "critic runs 4 ranks (fsdp:d4) and actor 8 ranks"),
-        ("rollout.backend=sglang:d4t4", "need 24 GPUs"),
+        ("actor.backend=fsdp:d4", "Slurm scheduler allocates only entire nodes"),
     ],
 )
 def test_train_rejects_without_traceback(

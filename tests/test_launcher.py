@@ -110,8 +110,9 @@ ref:
   backend: ""
   scheduling_strategy: {type: colocation, target: actor}
 teacher:
-  backend: ""
-  scheduling_strategy: {type: separation, target: null}
+  rollout:
+    backend: ""
+    scheduling_strategy: {type: separation, target: null}
 cluster:
   n_nodes: 2
   n_gpus_per_node: 8
@@ -358,10 +359,10 @@ class TestValidation:
         assert task.calls == []
         lines = capsys.readouterr().out.splitlines()
         assert lines == [
-            "#0 actor.backend=fsdp:d8 cluster.n_nodes=5 : rollout 8, actor 8, "
-            "critic 8 (colocated with actor), ref 8 (colocated with actor) | 16 of 40 GPUs",
-            f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : rollout 8, actor 32, "
-            "critic 32 (colocated with actor), ref 32 (colocated with actor) | 40 of 40 GPUs",
+            "#0 actor.backend=fsdp:d8 cluster.n_nodes=5 : actor 8, "
+            "critic 8 (colocated with actor), ref 8 (colocated with actor), rollout 8 | 16 of 40 GPUs",
+            f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : actor 32, "
+            "critic 32 (colocated with actor), ref 32 (colocated with actor), rollout 8 | 40 of 40 GPUs",
         ]
 
     def test_dry_run_still_rejects_bad_jobs(
@@ -761,10 +762,10 @@ def test_train_dry_run_prints_both_jobs_and_runs_neither(train: Train, sweep_dir
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("#")]
     assert lines == [
-        "#0 actor.backend=fsdp:d8 : rollout 8, actor 8, critic 8 (colocated with actor), "
-        "ref 8 (colocated with actor) | 16 of 16 GPUs",
-        "#1 actor.backend=fsdp:d4t2 : rollout 8, actor 8, critic 8 (colocated with actor), "
-        "ref 8 (colocated with actor) | 16 of 16 GPUs",
+        "#0 actor.backend=fsdp:d8 : actor 8, critic 8 (colocated with actor), "
+        "ref 8 (colocated with actor), rollout 8 | 16 of 16 GPUs",
+        "#1 actor.backend=fsdp:d4t2 : actor 8, critic 8 (colocated with actor), "
+        "ref 8 (colocated with actor), rollout 8 | 16 of 16 GPUs",
     ]
     assert job_dirs(sweep_dir) == []
     assert "plan written" not in out.stdout
@@ -780,7 +781,7 @@ def test_train_dry_run_of_the_quoted_hybrid_form(train: Train, sweep_dir: Path) 
         "hydra.launcher.dry_run=true",
     )
     assert out.returncode == 0, out.stderr
-    assert f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : rollout 8, actor 32" in out.stdout
+    assert f"#1 \"actor.backend='{HYBRID}'\" cluster.n_nodes=5 : actor 32" in out.stdout
     assert "| 40 of 40 GPUs" in out.stdout
 
 

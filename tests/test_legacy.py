@@ -99,7 +99,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "ref.scheduling_strategy.type=colocation",
             "ref.scheduling_strategy.target=actor",
             "actor.backend=fsdp:d4",
-            "teacher.backend=megatron:d2p2",
+            "teacher.engine_type=train",
+            "teacher.train.backend=megatron:d2p2",
         ],
     ),
     (

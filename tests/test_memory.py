@@ -59,9 +59,10 @@ def test_zero_model_has_7_5b_parameters() -> None:
     ids=["baseline", "P_os", "P_os+g", "P_os+g+p"],
 )
 def test_zero_table_1(stage: int, expected_gb: float) -> None:
-    # ZeRO's mixed precision: fp16 weights and gradients (2 + 2 bytes), K = 12.
+    # ZeRO's mixed precision: fp16 weights and gradients (2 + 2 bytes), K = 12, which is
+    # how Megatron and Archon keep them (FSDP keeps one storage dtype: below).
     est = estimate(
-        "fsdp:d64", ZERO_MODEL, zero_stage=stage, dtype="float16", grad_reduce_dtype="float16"
+        "archon:d64", ZERO_MODEL, zero_stage=stage, dtype="float16", grad_reduce_dtype="float16"
     )
     assert est.activations == 0  # no tokens per micro-batch and no max_seq_len: not counted
     assert est.notes
@@ -69,8 +70,24 @@ def test_zero_table_1(stage: int, expected_gb: float) -> None:
     assert est.total == est.weights + est.grads + est.optimizer
 
 
-def test_fsdp_is_zero_3_and_megatron_distributed_optimizer_is_zero_1() -> None:
-    full = estimate("fsdp:d64", ZERO_MODEL, grad_reduce_dtype="float16")
+@pytest.mark.parametrize(
+    ("storage", "trainable", "bytes_per_param"),
+    [
+        ("float32", True, 16),  # AReaL 2.0's default optimizer_dtype: 4 + 4 + 2 × 4
+        ("bfloat16", True, 8),  # optimizer_dtype bfloat16 (and AReaL 1.0's dtype)
+        ("float32", False, 4),  # a ref or teacher: its weights alone
+    ],
+)
+def test_fsdp_keeps_weights_grads_and_moments_in_one_dtype(
+    storage: str, trainable: bool, bytes_per_param: int
+) -> None:
+    est = estimate("fsdp:d8", ZERO_MODEL, fsdp_storage_dtype=storage, trainable=trainable)
+    params = parameter_count(ZERO_MODEL)
+    assert close(est.weights + est.grads + est.optimizer, params * bytes_per_param / 8, 0.001)
+
+
+def test_archon_is_zero_3_and_megatron_distributed_optimizer_is_zero_1() -> None:
+    full = estimate("archon:d64", ZERO_MODEL, grad_reduce_dtype="float16")
     assert close(full.total, 1.88 * GB)
     os_only = estimate("megatron:d64", ZERO_MODEL, grad_reduce_dtype="float16")
     assert close(os_only.total, 31.4 * GB)
@@ -315,7 +332,7 @@ def test_estimate_rejects_unknown_shape_and_bad_knobs() -> None:
 
 
 def test_gb_and_breakdown() -> None:
-    est = estimate("fsdp:d64", ZERO_MODEL, grad_reduce_dtype="float16")
+    est = estimate("archon:d64", ZERO_MODEL, grad_reduce_dtype="float16")
     gb = est.gb()
     assert set(gb) == {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}
     assert gb["total"] == pytest.approx(1.88, abs=0.01)
@@ -328,9 +345,10 @@ def test_a_critic_has_a_value_head_instead_of_the_vocabulary() -> None:
     actor = estimate("fsdp:d8", m, tokens_per_microbatch=8192)
     critic = estimate("fsdp:d8", m, tokens_per_microbatch=8192, is_critic=True)
     h, v = m.hidden_size, m.vocab_size
-    # the output layer: v·h parameters at 18 bytes, sharded over 8 ranks, become h
+    # the output layer: v·h parameters at 16 bytes (FSDP's float32 storage), sharded over
+    # 8 ranks, become h
     assert actor.weights + actor.grads + actor.optimizer - (
         critic.weights + critic.grads + critic.optimizer
-    ) == pytest.approx((v * h - h) * 18 / 8)
+    ) == pytest.approx((v * h - h) * 16 / 8)
     # the fp32 logits of 8192 tokens: 4·s·V bytes become 4·s
     assert actor.activations - critic.activations == pytest.approx(4 * 8192 * (v - 1))

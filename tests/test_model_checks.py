@@ -54,9 +54,17 @@ VIOLATIONS = [
     ),
     pytest.param(
         DENSE,
-        "megatron:d2p4",
+        "archon:d2p4",
         "num_layers=30 is not divisible by pp=4; use p1, p2, p3, p5, p6, p10, p15 or p30",
         id="dense-layers",
+    ),
+    # AReaL's Megatron engine splits layers into stages of unequal length
+    pytest.param(DENSE, "megatron:d2p4", None, id="dense-megatron-uneven-stages"),
+    pytest.param(
+        DENSE,
+        "megatron:p32",
+        "num_layers=30 is fewer than pp=32: every pipeline stage needs a layer; use at most p30",
+        id="dense-megatron-more-stages-than-layers",
     ),
     pytest.param(
         DENSE,
@@ -93,7 +101,7 @@ VIOLATIONS = [
     ),
     pytest.param(
         MOE,
-        "megatron:d4p32",
+        "archon:d4p32",
         "num_layers=48 is not divisible by pp=32; use p1, p2, p3, p4, p6, p8, p12, p16, p24 or p48",
         id="moe-layers",
     ),
@@ -135,7 +143,7 @@ def test_null_fields_skip_their_checks(model: dict[str, int | None]) -> None:
 
 
 def test_several_rules_in_order() -> None:
-    found = model_violations(parse_backend("megatron:p4t8c5e4"), MOE | {"num_layers": 30})
+    found = model_violations(parse_backend("megatron:p4t8c5e4"), MOE | {"num_layers": 2})
     assert [v.split("=", 1)[0] for v in found] == [
         "num_layers",
         "num_experts",
@@ -144,13 +152,13 @@ def test_several_rules_in_order() -> None:
 
 
 def test_check_model_names_engine_spec_and_every_rule() -> None:
-    allocation = parse_backend("megatron:d1 p4 t8 e4")
+    allocation = parse_backend("sglang:d1 p4 t8")
     with pytest.raises(AllocationError) as info:
-        check_model("actor", allocation, DENSE)
+        check_model("rollout", allocation, DENSE)
     err = info.value
-    assert err.spec == "megatron:p4t8e4"
+    assert err.spec == "sglang:p4t8"
     assert err.position is None
-    assert err.reason.startswith("actor: megatron:p4t8e4 breaks 2 model rules: ")
+    assert err.reason.startswith("rollout: sglang:p4t8 breaks 2 model rules: ")
     for rule in (
         "num_attention_heads=12 is not divisible by tp=8",
         "num_layers=30 is not divisible by pp=4",
@@ -243,16 +251,18 @@ def test_filters_and_messages_agree(model: dict[str, int | None]) -> None:
     spec = validate_model(model)
     filters = {"tp": tp_fits, "pp": pp_fits, "cp": cp_fits, "ep": ep_fits}
     rules_on = {size: {r.key for r in MODEL_RULES if r.size == size} for size in filters}
-    for size, fits in filters.items():
-        for n in SIZES:
-            # dN beside the size, so that ep = N divides the GPUs of a stage.
-            allocation = parse_backend(f"megatron:d{n}{size[0]}{n}")
-            named = {v.split("=", 1)[0] for v in model_violations(allocation, model)}
-            assert fits(spec, n) == (not named & rules_on[size]), (size, n, named)
+    for backend in ("megatron", "archon"):
+        for size, fits in filters.items():
+            for n in SIZES:
+                # dN beside the size, so that ep = N divides the GPUs of a stage (and
+                # Archon's expert rules hold).
+                allocation = parse_backend(f"{backend}:d{n}{size[0]}{n}")
+                named = {v.split("=", 1)[0] for v in model_violations(allocation, model)}
+                assert fits(spec, n, backend) == (not named & rules_on[size]), (size, n, named)
 
 
 def test_every_model_key_has_a_rule() -> None:
-    assert sorted(rule.key for rule in MODEL_RULES) == sorted(MODEL_KEYS)
+    assert {rule.key for rule in MODEL_RULES} == set(MODEL_KEYS)
 
 
 def test_a_sweep_offers_no_expert_layout_without_num_experts() -> None:

@@ -10,6 +10,10 @@ from areal_conf.plan import place
 from areal_conf.report import plan_table
 from areal_conf.validation import validate
 
+# Placement of plain configs follows AReaL 1.0's order (the rollout first); the 2.0 order
+# (creation order) is tested with the 2.0 rules.
+pytestmark = pytest.mark.usefixtures("areal_1_0")
+
 COLOCATED = {"type": "colocation", "target": "actor"}
 
 

@@ -248,13 +248,14 @@ def config(**changes: Any) -> dict[str, Any]:
         "actor": {"backend": "fsdp:d4t2"},
         "critic": {"backend": ""},
         "ref": {"backend": ""},
-        "teacher": {"backend": ""},
+        "teacher": {"rollout": {"backend": ""}},
         "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
         "model": {"num_layers": None},
     }
     for key, value in changes.items():
         engine, field = key.split("__")
-        base[engine][field] = value
+        section = base[engine]["rollout"] if engine == "teacher" else base[engine]
+        section[field] = value
     return base
 
 
@@ -295,8 +296,9 @@ class TestEngineLayouts:
         with pytest.raises(AllocationError, match="teacher is disabled") as exc:
             engine_layouts(config(), "teacher")
         assert "hydra.sweeper.gpus" in exc.value.hint
-        found = engine_layouts(config(), "teacher", backend="megatron", gpus=4)
-        assert list(found.layouts) == layouts("megatron", 4, max_tp=8)
+        found = engine_layouts(config(), "teacher", backend="sglang", gpus=4)
+        assert list(found.layouts) == layouts("sglang", 4, max_tp=8)
+        assert found.key == "teacher.rollout.backend"
 
     @pytest.mark.parametrize(
         "cfg, engine, kwargs, part",
@@ -376,6 +378,16 @@ class Recorder:
         return str(cfg.actor.backend)
 
 
+def shared_rules_app(tmp_path: Path) -> Path:
+    """An application with train.py's config but no scheduler.type: the rules every
+    scheduler shares (engines of less than a node, which Slurm would refuse)."""
+    app = tmp_path / "app"
+    (app / "conf").mkdir(parents=True)
+    text = (CONF / "config.yaml").read_text()
+    (app / "conf" / "config.yaml").write_text(text.replace("  type: slurm", "  type: null"))
+    return app
+
+
 def run_sweep(
     runner: TSweepRunner, overrides: list[str], sweep_dir: Path, task: Any, app: Path = ROOT
 ) -> Any:
@@ -436,7 +448,7 @@ class TestSweeperInProcess:
         # basic sweeper).
         app = tmp_path / "app"
         (app / "conf").mkdir(parents=True)
-        text = (CONF / "config.yaml").read_text()
+        text = (CONF / "config.yaml").read_text().replace("  type: slurm", "  type: null")
         text = text.replace(
             "  - areal_schema\n", "  - areal_schema\n  - override hydra/sweeper: areal_layouts\n"
         )
@@ -467,8 +479,9 @@ class TestSweeperInProcess:
         returns = run_sweep(
             hydra_sweep_runner,
             ["actor.backend=megatron:d2p2", "cluster.n_nodes=3"],
-            tmp_path,
+            tmp_path / "sweep",
             task,
+            shared_rules_app(tmp_path),
         )
         expected = layouts("megatron", 4, max_tp=8)
         assert [b for b, _ in task.calls] == expected
@@ -481,8 +494,9 @@ class TestSweeperInProcess:
         run_sweep(
             hydra_sweep_runner,
             ["hydra.sweeper.backend=megatron", "cluster.n_gpus_per_node=2,8", "cluster.n_nodes=8"],
-            tmp_path,
+            tmp_path / "sweep",
             task,
+            shared_rules_app(tmp_path),
         )
         expected = layouts("megatron", 8, max_tp=2) + layouts("megatron", 8, max_tp=8)
         assert [b for b, _ in task.calls] == expected
@@ -491,7 +505,10 @@ class TestSweeperInProcess:
         "overrides, part",
         [
             (["actor.backend=fsdp:d8,fsdp:d4t2"], "cannot also be swept"),
-            (["hydra.sweeper.engine=teacher"], "teacher is disabled"),
+            (
+                ["hydra.sweeper.engine=teacher", "+teacher.rollout.backend="],
+                "teacher is disabled",
+            ),
             (["hydra.sweeper.engine=policy"], "unknown engine policy"),
             (["hydra.sweeper.backend=sglang"], "actor needs a training backend"),
         ],
@@ -568,8 +585,9 @@ class TestSweepBounds:
             run_sweep(
                 hydra_sweep_runner,
                 ["hydra/launcher=areal", "cluster.n_nodes=2,1", "hydra.sweeper.max_batch_size=1"],
-                tmp_path,
+                tmp_path / "sweep",
                 task,
+                shared_rules_app(tmp_path),  # Slurm would only warn
             )
         n = len(layouts("fsdp", 8, max_tp=8))
         assert str(info.value).startswith(
@@ -635,6 +653,7 @@ def test_train_hybrid_layouts_through_the_validating_launcher(
         "hydra/launcher=areal",
         "hydra.sweeper.gpus=2",
         "hydra.sweeper.max_tp=2",
+        "scheduler.type=null",  # 2 GPUs: less than Slurm's whole node
     )
     assert out.returncode == 0, out.stderr
     expected = layouts("megatron", 2, model=MOE, max_tp=2)

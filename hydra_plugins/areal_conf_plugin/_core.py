@@ -321,7 +321,7 @@ def is_areal_config(cfg: Any) -> bool:
     """True when ``cfg`` has an engine (a role section, or any top-level section with a
     ``backend``) or ``allocation_mode``; another application's sweep through this
     launcher is not validated."""
-    from areal_conf.engines import has_engines
+    from areal_conf.reading import has_engines
 
     return has_engines(cfg)
 

@@ -119,7 +119,7 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
             where = f" with overrides {' '.join(combination)}" if combination else ""
             raise _compact(err, NAME + where) from None
         others = [item for item in combination if item not in fixed]
-        jobs.extend([*others, f"{key}={hydra_value(layout)}"] for layout in found.layouts)
+        jobs.extend([*others, f"{found.key}={hydra_value(layout)}"] for layout in found.layouts)
         summaries.append(_summary(found, others))
     for line in dict.fromkeys(summaries):
         log.info(line)

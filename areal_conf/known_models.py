@@ -1,0 +1,429 @@
+"""The shapes of well-known models, by Hugging Face id, for when ``config.json`` is not at hand.
+
+An AReaL config names its model in ``actor.path``; when that is a Hub id such as
+``Qwen/Qwen3-8B`` that is neither a local directory nor in the local Hugging Face cache,
+areal-conf looks the id up here instead of downloading anything. Each entry holds the
+keys of the ``model`` section (the names of :data:`areal_conf.model_shape.HF_KEYS`) with
+the values the model's own ``config.json`` states, mapped the same way ``config.json`` is
+read: ``num_hidden_layers`` -> ``num_layers``, ``intermediate_size`` ->
+``ffn_hidden_size``, ``num_key_value_heads`` -> ``num_kv_heads``,
+``max_position_embeddings`` -> ``max_seq_len``, ``num_experts`` / ``num_local_experts`` /
+``n_routed_experts`` -> ``num_experts``, ``num_experts_per_tok`` -> ``moe_router_topk``,
+``moe_intermediate_size`` -> ``moe_ffn_hidden_size``, ``shared_expert_intermediate_size``
+-> ``moe_shared_expert_ffn_hidden_size``. ``head_dim`` is given only where the
+``config.json`` states it (Qwen3, Llama 3.2); elsewhere it is left to default to
+``hidden_size / num_attention_heads``. ``tie_word_embeddings`` is given for every
+entry (``false`` where the file leaves it out, which is the Llama and Mixtral default).
+
+Three entries go beyond a literal copy, each marked in the table:
+
+* DeepSeek-V3 / R1 state ``n_shared_experts: 1`` with ``moe_intermediate_size: 2048``;
+  ``moe_shared_expert_ffn_hidden_size`` is their product, 2048. The first three of the 61
+  layers are dense (``first_k_dense_replace: 3``) and attention is MLA; the memory model
+  counts every layer as MoE and the attention as plain multi-head attention.
+* Mixtral states no ``moe_intermediate_size``: its experts are ``intermediate_size``
+  wide, so ``moe_ffn_hidden_size`` repeats that value.
+* Qwen3-Coder-30B-A3B-Instruct states ``shared_expert_intermediate_size: 0`` (no shared
+  expert); the key is left out, as reading its ``config.json`` leaves it out.
+
+Where the numbers come from (each family checked against at least two of these):
+
+* Qwen2.5 (base and Instruct): ``pytorch/torchtune``
+  ``torchtune/models/qwen2_5/_model_builders.py`` (per-variant sizes, context and tied
+  embeddings, base and Instruct apart); ``Lightning-AI/litgpt`` ``litgpt/config.py``;
+  verbatim ``config.json`` copies in ``citsjtu2020/LLM-Prof`` ``sglang/Model_Config.md``
+  (Qwen2.5-3B, 7B, 14B, 32B) and ``mlc-ai/mlc-llm``
+  ``python/mlc_llm/model/model_preset.py`` (Qwen2.5-3B-Instruct); tied embeddings per
+  size in Table 1 of the Qwen2.5 technical report (arXiv 2412.15115).
+* Qwen2.5-Coder-7B/32B-Instruct: ``Lightning-AI/litgpt`` ``litgpt/config.py``; the
+  size table (tied embeddings) of https://qwenlm.github.io/blog/qwen2.5-coder-family/;
+  context length 32768 in Xinference's model docs (``qwen2.5-coder-instruct``).
+* Qwen3 dense and MoE: verbatim ``config.json`` copies in ``ai-dynamo/aiconfigurator``
+  ``aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-*_config.json`` and
+  ``citsjtu2020/LLM-Prof`` ``sglang/Model_Config.md``; the ``-Base`` variants from
+  ``pytorch/torchtune`` ``torchtune/models/qwen3/_model_builders.py`` and the verbatim
+  Qwen3-8B-Base ``config.json`` in ``Chen-Oliver/qwen3-8b-base`` ``config.json``.
+* Qwen3-Coder-30B-A3B-Instruct: verbatim ``config.json`` in ``ztxz16/fastllm``
+  ``Qwen3-Coder-30B-A3B-Instruct/config.json``, checked against the model card beside it
+  (48 layers, 32 query and 4 key-value heads, 128 experts with 8 active, 262,144 tokens).
+* Llama 3, 3.1, 3.2, 3.3: verbatim ``config.json`` copies in ``ai-dynamo/aiconfigurator``
+  (``meta-llama--Meta-Llama-3.1-{8B,70B,405B}_config.json``), ``mlc-ai/mlc-llm``
+  ``python/mlc_llm/model/model_preset.py`` (3.1-8B/70B-Instruct, 3.2-1B/3B-Instruct),
+  ``MatthewGoldsberry/LLM-Projects`` ``Llama-3.2-1B/config.json``,
+  ``citsjtu2020/LLM-Prof`` ``sglang/Model_Config.md`` (3.1-8B, 3.2-3B) and
+  ``scaleapi/llm-engine`` ``model-engine/tests/unit/domain/test_llm_use_cases.py``
+  (Meta-Llama-3-8B/70B); ``oumi-ai/oumi`` ``configs/recipes/llama3_1/README.md`` and
+  ``configs/recipes/llama3_3/README.md``; ``Lightning-AI/litgpt`` ``litgpt/config.py``.
+* DeepSeek-V3, DeepSeek-V3-Base, DeepSeek-R1: verbatim ``config.json`` copies in
+  ``ai-dynamo/aiconfigurator`` (``deepseek-ai--DeepSeek-V3_config.json``,
+  ``deepseek-ai--DeepSeek-R1_config.json``); the V3-Base ``config.json`` explained key by
+  key at https://gist.github.com/vinhnx/40eaf98b4bb51f0770276020a690bad5; the model card
+  (671B total parameters for V3-Base and V3 alike).
+* Mixtral: verbatim ``config.json`` copies in ``ai-dynamo/aiconfigurator``
+  (``mistralai--Mixtral-8x{7B,22B}-v0.1_config.json``), ``mlc-ai/mlc-llm``
+  ``python/mlc_llm/model/model_preset.py`` and ``scaleapi/llm-engine``
+  ``model-engine/tests/unit/domain/test_llm_use_cases.py``; the Instruct variants from
+  ``Lightning-AI/litgpt`` ``litgpt/config.py`` (8x22B-Instruct has the 32768-token v3
+  vocabulary) and Xinference's model docs (context lengths 32768 and 65536).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+Entry = Mapping[str, int | bool]
+
+
+def _entry(base: Mapping[str, int | bool], **changes: int | bool) -> Entry:
+    """A read-only entry: ``base`` with ``changes`` applied."""
+    return MappingProxyType({**base, **changes})
+
+
+# -- Qwen2.5 -----------------------------------------------------------------------------
+# The base models state max_position_embeddings 32768 (0.5B, 3B) or 131072 (1.5B, 7B and
+# up); every Instruct model states 32768. 0.5B, 1.5B and 3B tie their embeddings.
+
+_QWEN25_SMALL: Final = {"vocab_size": 151936, "tie_word_embeddings": True}
+_QWEN25_LARGE: Final = {"vocab_size": 152064, "tie_word_embeddings": False}
+_QWEN25_0_5B: Final = {
+    "num_layers": 24,
+    "hidden_size": 896,
+    "ffn_hidden_size": 4864,
+    "num_attention_heads": 14,
+    "num_kv_heads": 2,
+    **_QWEN25_SMALL,
+}
+_QWEN25_1_5B: Final = {
+    "num_layers": 28,
+    "hidden_size": 1536,
+    "ffn_hidden_size": 8960,
+    "num_attention_heads": 12,
+    "num_kv_heads": 2,
+    **_QWEN25_SMALL,
+}
+_QWEN25_3B: Final = {
+    "num_layers": 36,
+    "hidden_size": 2048,
+    "ffn_hidden_size": 11008,
+    "num_attention_heads": 16,
+    "num_kv_heads": 2,
+    **_QWEN25_SMALL,
+}
+_QWEN25_7B: Final = {
+    "num_layers": 28,
+    "hidden_size": 3584,
+    "ffn_hidden_size": 18944,
+    "num_attention_heads": 28,
+    "num_kv_heads": 4,
+    **_QWEN25_LARGE,
+}
+_QWEN25_14B: Final = {
+    "num_layers": 48,
+    "hidden_size": 5120,
+    "ffn_hidden_size": 13824,
+    "num_attention_heads": 40,
+    "num_kv_heads": 8,
+    **_QWEN25_LARGE,
+}
+_QWEN25_32B: Final = {
+    "num_layers": 64,
+    "hidden_size": 5120,
+    "ffn_hidden_size": 27648,
+    "num_attention_heads": 40,
+    "num_kv_heads": 8,
+    **_QWEN25_LARGE,
+}
+_QWEN25_72B: Final = {
+    "num_layers": 80,
+    "hidden_size": 8192,
+    "ffn_hidden_size": 29568,
+    "num_attention_heads": 64,
+    "num_kv_heads": 8,
+    **_QWEN25_LARGE,
+}
+
+# -- Qwen3 -------------------------------------------------------------------------------
+# head_dim 128 is stated explicitly (0.6B: not hidden_size / heads = 64). The post-trained
+# models state max_position_embeddings 40960, the -Base models 32768. 0.6B, 1.7B and 4B
+# tie their embeddings. Qwen3-32B and Qwen3-235B-A22B have no -Base release.
+
+_QWEN3: Final = {"head_dim": 128, "vocab_size": 151936}
+_QWEN3_0_6B: Final = {
+    "num_layers": 28,
+    "hidden_size": 1024,
+    "ffn_hidden_size": 3072,
+    "num_attention_heads": 16,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": True,
+    **_QWEN3,
+}
+_QWEN3_1_7B: Final = {
+    "num_layers": 28,
+    "hidden_size": 2048,
+    "ffn_hidden_size": 6144,
+    "num_attention_heads": 16,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": True,
+    **_QWEN3,
+}
+_QWEN3_4B: Final = {
+    "num_layers": 36,
+    "hidden_size": 2560,
+    "ffn_hidden_size": 9728,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": True,
+    **_QWEN3,
+}
+_QWEN3_8B: Final = {
+    "num_layers": 36,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 12288,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": False,
+    **_QWEN3,
+}
+_QWEN3_14B: Final = {
+    "num_layers": 40,
+    "hidden_size": 5120,
+    "ffn_hidden_size": 17408,
+    "num_attention_heads": 40,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": False,
+    **_QWEN3,
+}
+_QWEN3_32B: Final = {
+    "num_layers": 64,
+    "hidden_size": 5120,
+    "ffn_hidden_size": 25600,
+    "num_attention_heads": 64,
+    "num_kv_heads": 8,
+    "tie_word_embeddings": False,
+    **_QWEN3,
+}
+_QWEN3_30B_A3B: Final = {
+    "num_layers": 48,
+    "hidden_size": 2048,
+    "ffn_hidden_size": 6144,
+    "num_attention_heads": 32,
+    "num_kv_heads": 4,
+    "num_experts": 128,
+    "moe_ffn_hidden_size": 768,
+    "moe_router_topk": 8,
+    "tie_word_embeddings": False,
+    **_QWEN3,
+}
+_QWEN3_235B_A22B: Final = {
+    "num_layers": 94,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 12288,
+    "num_attention_heads": 64,
+    "num_kv_heads": 4,
+    "num_experts": 128,
+    "moe_ffn_hidden_size": 1536,
+    "moe_router_topk": 8,
+    "tie_word_embeddings": False,
+    **_QWEN3,
+}
+
+# -- Llama 3.x ---------------------------------------------------------------------------
+# Llama 3 states max_position_embeddings 8192, Llama 3.1 / 3.2 / 3.3 131072. The Llama
+# 3.2 configs state head_dim (equal to hidden_size / heads) and tie their embeddings.
+# The Instruct models share their base model's shape.
+
+_LLAMA3: Final = {"vocab_size": 128256, "tie_word_embeddings": False}
+_LLAMA3_8B: Final = {
+    "num_layers": 32,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 14336,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    **_LLAMA3,
+}
+_LLAMA3_70B: Final = {
+    "num_layers": 80,
+    "hidden_size": 8192,
+    "ffn_hidden_size": 28672,
+    "num_attention_heads": 64,
+    "num_kv_heads": 8,
+    **_LLAMA3,
+}
+_LLAMA31_405B: Final = {
+    "num_layers": 126,
+    "hidden_size": 16384,
+    "ffn_hidden_size": 53248,
+    "num_attention_heads": 128,
+    "num_kv_heads": 8,
+    "max_seq_len": 131072,
+    **_LLAMA3,
+}
+_LLAMA32_1B: Final = {
+    "num_layers": 16,
+    "hidden_size": 2048,
+    "ffn_hidden_size": 8192,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 128256,
+    "max_seq_len": 131072,
+    "tie_word_embeddings": True,
+}
+_LLAMA32_3B: Final = {
+    "num_layers": 28,
+    "hidden_size": 3072,
+    "ffn_hidden_size": 8192,
+    "num_attention_heads": 24,
+    "num_kv_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 128256,
+    "max_seq_len": 131072,
+    "tie_word_embeddings": True,
+}
+
+# -- DeepSeek-V3 -------------------------------------------------------------------------
+_DEEPSEEK_V3: Final = {
+    "num_layers": 61,
+    "hidden_size": 7168,
+    "ffn_hidden_size": 18432,
+    "num_attention_heads": 128,
+    "num_kv_heads": 128,
+    "vocab_size": 129280,
+    "num_experts": 256,
+    "moe_ffn_hidden_size": 2048,
+    # n_shared_experts (1) * moe_intermediate_size (2048); the config states no
+    # shared_expert_intermediate_size.
+    "moe_shared_expert_ffn_hidden_size": 2048,
+    "moe_router_topk": 8,
+    "max_seq_len": 163840,
+    "tie_word_embeddings": False,
+}
+
+# -- Mixtral -----------------------------------------------------------------------------
+# The experts are intermediate_size wide (no moe_intermediate_size in the config).
+_MIXTRAL_8X7B: Final = {
+    "num_layers": 32,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 14336,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "vocab_size": 32000,
+    "num_experts": 8,
+    "moe_ffn_hidden_size": 14336,
+    "moe_router_topk": 2,
+    "max_seq_len": 32768,
+    "tie_word_embeddings": False,
+}
+_MIXTRAL_8X22B: Final = {
+    "num_layers": 56,
+    "hidden_size": 6144,
+    "ffn_hidden_size": 16384,
+    "num_attention_heads": 48,
+    "num_kv_heads": 8,
+    "vocab_size": 32000,
+    "num_experts": 8,
+    "moe_ffn_hidden_size": 16384,
+    "moe_router_topk": 2,
+    "max_seq_len": 65536,
+    "tie_word_embeddings": False,
+}
+
+#: Well-known models by exact Hugging Face id -> model-section keys (read-only entries).
+KNOWN_MODELS: Final[dict[str, Mapping[str, int | bool]]] = {
+    # Qwen2.5
+    "Qwen/Qwen2.5-0.5B": _entry(_QWEN25_0_5B, max_seq_len=32768),
+    "Qwen/Qwen2.5-0.5B-Instruct": _entry(_QWEN25_0_5B, max_seq_len=32768),
+    "Qwen/Qwen2.5-1.5B": _entry(_QWEN25_1_5B, max_seq_len=131072),
+    "Qwen/Qwen2.5-1.5B-Instruct": _entry(_QWEN25_1_5B, max_seq_len=32768),
+    "Qwen/Qwen2.5-3B": _entry(_QWEN25_3B, max_seq_len=32768),
+    "Qwen/Qwen2.5-3B-Instruct": _entry(_QWEN25_3B, max_seq_len=32768),
+    "Qwen/Qwen2.5-7B": _entry(_QWEN25_7B, max_seq_len=131072),
+    "Qwen/Qwen2.5-7B-Instruct": _entry(_QWEN25_7B, max_seq_len=32768),
+    "Qwen/Qwen2.5-14B": _entry(_QWEN25_14B, max_seq_len=131072),
+    "Qwen/Qwen2.5-14B-Instruct": _entry(_QWEN25_14B, max_seq_len=32768),
+    "Qwen/Qwen2.5-32B": _entry(_QWEN25_32B, max_seq_len=131072),
+    "Qwen/Qwen2.5-32B-Instruct": _entry(_QWEN25_32B, max_seq_len=32768),
+    "Qwen/Qwen2.5-72B": _entry(_QWEN25_72B, max_seq_len=131072),
+    "Qwen/Qwen2.5-72B-Instruct": _entry(_QWEN25_72B, max_seq_len=32768),
+    "Qwen/Qwen2.5-Coder-7B-Instruct": _entry(_QWEN25_7B, max_seq_len=32768),
+    "Qwen/Qwen2.5-Coder-32B-Instruct": _entry(_QWEN25_32B, max_seq_len=32768),
+    # Qwen3 dense
+    "Qwen/Qwen3-0.6B": _entry(_QWEN3_0_6B, max_seq_len=40960),
+    "Qwen/Qwen3-0.6B-Base": _entry(_QWEN3_0_6B, max_seq_len=32768),
+    "Qwen/Qwen3-1.7B": _entry(_QWEN3_1_7B, max_seq_len=40960),
+    "Qwen/Qwen3-1.7B-Base": _entry(_QWEN3_1_7B, max_seq_len=32768),
+    "Qwen/Qwen3-4B": _entry(_QWEN3_4B, max_seq_len=40960),
+    "Qwen/Qwen3-4B-Base": _entry(_QWEN3_4B, max_seq_len=32768),
+    "Qwen/Qwen3-8B": _entry(_QWEN3_8B, max_seq_len=40960),
+    "Qwen/Qwen3-8B-Base": _entry(_QWEN3_8B, max_seq_len=32768),
+    "Qwen/Qwen3-14B": _entry(_QWEN3_14B, max_seq_len=40960),
+    "Qwen/Qwen3-14B-Base": _entry(_QWEN3_14B, max_seq_len=32768),
+    "Qwen/Qwen3-32B": _entry(_QWEN3_32B, max_seq_len=40960),
+    # Qwen3 MoE
+    "Qwen/Qwen3-30B-A3B": _entry(_QWEN3_30B_A3B, max_seq_len=40960),
+    "Qwen/Qwen3-235B-A22B": _entry(_QWEN3_235B_A22B, max_seq_len=40960),
+    # The coder states a narrower dense FFN and a 256K context; its
+    # shared_expert_intermediate_size is 0 (no shared expert), so the key is left out.
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": _entry(
+        _QWEN3_30B_A3B, ffn_hidden_size=5472, max_seq_len=262144
+    ),
+    # Llama 3
+    "meta-llama/Meta-Llama-3-8B": _entry(_LLAMA3_8B, max_seq_len=8192),
+    "meta-llama/Meta-Llama-3-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=8192),
+    "meta-llama/Meta-Llama-3-70B": _entry(_LLAMA3_70B, max_seq_len=8192),
+    "meta-llama/Meta-Llama-3-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=8192),
+    # Llama 3.1, under its current ids and the Meta-Llama-3.1-* ids it was published as
+    "meta-llama/Llama-3.1-8B": _entry(_LLAMA3_8B, max_seq_len=131072),
+    "meta-llama/Llama-3.1-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=131072),
+    "meta-llama/Llama-3.1-70B": _entry(_LLAMA3_70B, max_seq_len=131072),
+    "meta-llama/Llama-3.1-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
+    "meta-llama/Llama-3.1-405B": _entry(_LLAMA31_405B),
+    "meta-llama/Llama-3.1-405B-Instruct": _entry(_LLAMA31_405B),
+    "meta-llama/Meta-Llama-3.1-8B": _entry(_LLAMA3_8B, max_seq_len=131072),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=131072),
+    "meta-llama/Meta-Llama-3.1-70B": _entry(_LLAMA3_70B, max_seq_len=131072),
+    "meta-llama/Meta-Llama-3.1-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
+    "meta-llama/Meta-Llama-3.1-405B": _entry(_LLAMA31_405B),
+    "meta-llama/Meta-Llama-3.1-405B-Instruct": _entry(_LLAMA31_405B),
+    # Llama 3.2 (text) and 3.3
+    "meta-llama/Llama-3.2-1B": _entry(_LLAMA32_1B),
+    "meta-llama/Llama-3.2-1B-Instruct": _entry(_LLAMA32_1B),
+    "meta-llama/Llama-3.2-3B": _entry(_LLAMA32_3B),
+    "meta-llama/Llama-3.2-3B-Instruct": _entry(_LLAMA32_3B),
+    "meta-llama/Llama-3.3-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
+    # DeepSeek-V3 and the models that share its shape
+    "deepseek-ai/DeepSeek-V3": _entry(_DEEPSEEK_V3),
+    "deepseek-ai/DeepSeek-V3-Base": _entry(_DEEPSEEK_V3),
+    "deepseek-ai/DeepSeek-R1": _entry(_DEEPSEEK_V3),
+    # Mixtral
+    "mistralai/Mixtral-8x7B-v0.1": _entry(_MIXTRAL_8X7B),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": _entry(_MIXTRAL_8X7B),
+    "mistralai/Mixtral-8x22B-v0.1": _entry(_MIXTRAL_8X22B),
+    # The Instruct model has the v3 tokenizer's 32768-token vocabulary.
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": _entry(_MIXTRAL_8X22B, vocab_size=32768),
+}
+
+_BY_FOLDED_ID: Final = {model_id.casefold(): model_id for model_id in KNOWN_MODELS}
+
+
+def known_model(model_id: str) -> dict[str, int | bool] | None:
+    """The model-section keys of a well-known model, or None.
+
+    ``model_id`` is a Hugging Face id such as ``Qwen/Qwen3-8B``: the exact id first, then
+    the same id in any letter case (``qwen/qwen3-8b``); nothing else is guessed. The
+    result is a fresh dict the caller may change.
+    """
+    entry = KNOWN_MODELS.get(model_id)
+    if entry is None:
+        exact = _BY_FOLDED_ID.get(model_id.casefold())
+        if exact is None:
+            return None
+        entry = KNOWN_MODELS[exact]
+    return dict(entry)
+
+
+def known_model_ids() -> list[str]:
+    """Every id of :data:`KNOWN_MODELS`, sorted."""
+    return sorted(KNOWN_MODELS)

@@ -1,0 +1,84 @@
+"""areal-conf's own knobs: what a user gives areal-conf beside an AReaL config.
+
+AReaL's loader rejects any key its dataclasses lack, so what only areal-conf uses never
+goes into an AReaL YAML. It comes from areal-conf's command line
+(``python -m areal_conf ... --areal-version 2.0 --gpu-memory-gb 141 --model hf_config=...``)
+or from the environment, which train.py, the launcher and ``validate`` read:
+
+- ``AREAL_CONF_AREAL_VERSION``: the AReaL version whose rules apply (``1.0``, ``2.0``);
+- ``AREAL_CONF_GPU_MEMORY_GB``: memory of one GPU in GB (10^9 bytes), default 80;
+- ``AREAL_CONF_MODEL``: the model's shape for the layout and memory checks: a
+  ``config.json``, a model directory or a Hugging Face id (by default the shape comes
+  from ``actor.path``).
+
+areal-conf's own application configs (those listing ``areal_schema``) may also set
+``cluster.gpu_memory_gb`` and the ``model`` section; a setting given here wins over them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from areal_conf.errors import AllocationError
+
+GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
+MODEL_ENV: Final = "AREAL_CONF_MODEL"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """areal-conf's knobs for one validation; None: not given.
+
+    ``areal_version`` is what ``--areal-version`` asked for (the environment variable is
+    read by :func:`areal_conf.areal_versions.choose_rules`); ``model`` holds model-section
+    keys (``hf_config`` a file, directory or Hugging Face id; sizes such as
+    ``num_layers``) with ``model_from`` naming where they came from.
+    """
+
+    areal_version: str | None = None
+    gpu_memory_gb: float | None = None
+    gpu_memory_from: str = ""
+    model: Mapping[str, Any] = field(default_factory=dict)
+    model_from: str = ""
+
+
+def positive_gb(value: object, where: str) -> float:
+    """``value`` as a positive number of GB, else an AllocationError naming ``where``."""
+    number: float | None = None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not number > 0 or number == float("inf"):
+        raise AllocationError(
+            f"{where}: must be a positive number of GB (10^9 bytes), got {value!r}",
+            value if isinstance(value, str) else None,
+            None,
+            hint=f"e.g. {where}=80 for an 80 GB GPU, {where}=141 for an H200",
+        )
+    return number
+
+
+def from_environment(
+    environ: Mapping[str, str] | None = None, *, areal_version: str | None = None
+) -> Settings:
+    """The settings the environment gives (``AREAL_CONF_GPU_MEMORY_GB``,
+    ``AREAL_CONF_MODEL``), plus ``areal_version`` from a command line."""
+    env = os.environ if environ is None else environ
+    gb_text = env.get(GPU_MEMORY_ENV, "")
+    gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
+    model_text = env.get(MODEL_ENV, "")
+    model = {"hf_config": model_text} if model_text else {}
+    return Settings(
+        areal_version=areal_version,
+        gpu_memory_gb=gpu_gb,
+        gpu_memory_from=GPU_MEMORY_ENV if gpu_gb is not None else "",
+        model=model,
+        model_from=MODEL_ENV if model else "",
+    )

@@ -1,0 +1,277 @@
+"""What areal-conf tells a user to paste into an AReaL YAML loads in AReaL's own loader.
+
+Each row starts from one of AReaL's example YAMLs, breaks it with overrides, and takes
+the fix areal-conf's message gives (the ``key=value`` overrides of its hint, or the YAML
+it describes); AReaL's real ``load_expr_config`` must accept the fixed config and
+areal-conf must then find nothing more to fix. A second test loads every example with and
+without areal-conf installed and finds the same verdicts.
+
+AReaL's loader runs in a virtualenv of its own, built from a copy of AReaL's repository
+by ``areal_loader/setup.sh`` (a tool beside this project, not part of it):
+``AREAL_LOADER_HOME`` (default ``~/.cache/areal-loader``) holds ``venv`` and
+``areal-src``, ``AREAL_LOADER_DIR`` the tool's ``load.py``. Without them these tests
+skip and say so; CI has no copy of AReaL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from _helpers import compose_config
+
+from areal_conf import AllocationError, validate
+from areal_conf.legacy import migration_yaml
+
+HOME = Path(os.environ.get("AREAL_LOADER_HOME", Path.home() / ".cache" / "areal-loader"))
+LOADER = Path(os.environ.get("AREAL_LOADER_DIR", "/work/shared/areal2/areal_loader")) / "load.py"
+PYTHON = HOME / "venv" / "bin" / "python"
+SRC = HOME / "areal-src"
+EXAMPLES = SRC / "examples"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (PYTHON.exists() and LOADER.exists() and EXAMPLES.is_dir()),
+        reason=f"AReaL's loader is not set up (AREAL_LOADER_HOME={HOME}, {LOADER})",
+    ),
+]
+
+
+def areal_loads(
+    yaml: Path, overrides: Sequence[str] = (), cls: str | None = None
+) -> dict[str, Any]:
+    """AReaL's verdict on ``yaml`` with ``overrides``: the loader's JSON line."""
+    argv = [str(PYTHON), str(LOADER), "--areal-src", str(SRC)]
+    if cls:
+        argv += ["--cls", cls]
+    env = {**os.environ, "SWE_RL_ADMIN_API_KEY": "test"}
+    result = subprocess.run(
+        [*argv, str(yaml), "--", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    verdict: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return verdict
+
+
+#: key=value (with +/++/~), the overrides a hint gives.
+_OVERRIDE = re.compile(r"(?<![\w.])(\+{0,2}[A-Za-z_]\w*(?:\.\w+)*=(?:\[[^\]]*\]|[^\s,;()]+))")
+
+
+def fix_of(err: AllocationError) -> list[str]:
+    """The overrides of the first alternative of the error's hint."""
+    first = re.split(r", or | or ", err.hint)[0]
+    found = _OVERRIDE.findall(first)
+    assert found, err.hint
+    return found
+
+
+def plan_or_error(yaml: Path, overrides: list[str]) -> Any:
+    cfg = compose_config(*overrides, config_dir=yaml.parent, name=yaml.stem)
+    try:
+        return validate(cfg)
+    except AllocationError as err:
+        return err
+
+
+class Broken(NamedTuple):
+    name: str
+    yaml: str  # under AReaL's examples/
+    breaks: tuple[str, ...]  # overrides that make areal-conf refuse it
+    key: str  # the message starts with it
+
+
+BROKEN = [
+    Broken("scheduler", "math/gsm8k_grpo.yaml", ("scheduler.type=kubernetes",), "scheduler.type"),
+    Broken(
+        "trainer gpu",
+        "math/gsm8k_grpo.yaml",
+        ("scheduler.type=local", "actor.scheduling_spec.0.gpu=2"),
+        "actor.scheduling_spec",
+    ),
+    Broken(
+        "colocated rollout",
+        "math/gsm8k_grpo.yaml",
+        (
+            "scheduler.type=local",
+            "rollout.backend=sglang:d8",
+            "actor.backend=fsdp:d8",
+            "+rollout.scheduling_strategy.type=colocation",
+            "+rollout.scheduling_strategy.target=actor",
+        ),
+        "enable_offload",
+    ),
+    Broken(
+        "controller versions",
+        "math/gsm8k_grpo.yaml",
+        ("scheduler.type=local", "+actor._version=v2"),
+        "rollout._version",
+    ),
+    Broken(
+        "weight update",
+        "math/gsm8k_grpo.yaml",
+        ("scheduler.type=local", "actor.weight_update_mode=nccl"),
+        "actor.weight_update_mode",
+    ),
+    Broken(
+        "slurm whole nodes",
+        "math/gsm8k_grpo.yaml",
+        ("scheduler.type=slurm", "actor.backend=fsdp:d2", "rollout.backend=sglang:d6"),
+        "actor.backend",
+    ),
+    Broken(
+        "AWEX on slurm",
+        "math/gsm8k_grpo_awex_colocate.yaml",
+        ("scheduler.type=slurm", "cluster.n_gpus_per_node=2"),
+        "rollout.scheduling_strategy",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", BROKEN, ids=[row.name for row in BROKEN])
+def test_every_fix_areal_conf_gives_loads_in_areal(row: Broken) -> None:
+    yaml = EXAMPLES / row.yaml
+    overrides = list(row.breaks)
+    first = plan_or_error(yaml, overrides)
+    assert isinstance(first, AllocationError) and first.reason.startswith(f"{row.key}: "), first
+    outcome: Any = first
+    for _ in range(4):  # a fix may uncover the next rule AReaL checks
+        if not isinstance(outcome, AllocationError):
+            break
+        overrides += fix_of(outcome)
+        verdict = areal_loads(yaml, overrides)
+        assert verdict["ok"], (overrides, verdict["error_first_line"])
+        outcome = plan_or_error(yaml, overrides)
+    assert not isinstance(outcome, AllocationError), outcome
+
+
+def test_the_fix_for_a_missing_scheduling_spec_loads() -> None:
+    yaml = EXAMPLES / "math" / "gsm8k_grpo.yaml"
+    overrides = ["scheduler.type=local", "~rollout.scheduling_spec"]
+    plan = plan_or_error(yaml, overrides)
+    (warning,) = [w for w in plan.warnings if "no rollout.scheduling_spec" in w]
+    fix = _OVERRIDE.findall(warning)
+    assert fix == ["+rollout.scheduling_spec=[{gpu:1}]"]
+    assert areal_loads(yaml, [*overrides, *fix])["ok"]
+    assert not any("scheduling_spec" in w for w in plan_or_error(yaml, [*overrides, *fix]).warnings)
+
+
+def _blocks(section: str) -> dict[str, list[str]]:
+    """The keys of a YAML section's body (indented by two), each with its lines."""
+    blocks: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            blocks[line.split(":")[0].strip()] = [line]
+        elif blocks and line.strip():
+            blocks[list(blocks)[-1]].append(line)
+    return blocks
+
+
+def test_the_teacher_layouts_areal_conf_describes_load(tmp_path: Path) -> None:
+    """A 1.0 flat teacher's message describes two 2.0 layouts: both load in AReaL, and
+    areal-conf plans both."""
+    flat = EXAMPLES / "distillation" / "gsm8k_grpo_distill_mode_trainEngine.yaml"
+    err = plan_or_error(flat, [])
+    assert isinstance(err, AllocationError) and err.reason.startswith("teacher.backend: ")
+    assert not areal_loads(flat)["ok"]  # AReaL refuses the flat teacher too
+    (inference,) = re.findall(r'teacher\.rollout\.backend: "([^"]+)"', err.hint)
+    (training,) = re.findall(r'teacher\.train\.backend: "([^"]+)"', err.hint)
+    found = re.search(r"the other engine keys: ([\w, ]+)\)", err.hint)
+    assert found is not None
+    moved = found[1].split(", ")
+    head, rest = flat.read_text().split("\nteacher:\n", 1)
+    body, tail = rest.split("\nref:\n", 1)
+    blocks = _blocks(body)
+    stays = [
+        line for key in ("path", "rl_loss_weight", "distill_loss_weight") for line in blocks[key]
+    ]
+    train = [f'    backend: "{training}"'] + [
+        "  " + line for key in ("path", *moved) for line in blocks[key]
+    ]
+    layouts = {
+        "train": ["teacher:", "  engine_type: train", *stays, "  train:", *train],
+        "rollout": ["teacher:", *stays, "  rollout:", f'    backend: "{inference}"'],
+    }
+    assert set(blocks) == {"backend", "path", "rl_loss_weight", "distill_loss_weight", *moved}
+    for name, teacher in layouts.items():
+        fixed = tmp_path / name / "config.yaml"
+        fixed.parent.mkdir()
+        fixed.write_text(head + "\n" + "\n".join(teacher) + "\n\nref:\n" + tail)
+        verdict = areal_loads(fixed, cls="GRPOConfig")
+        assert verdict["ok"], (name, verdict["error_first_line"])
+        plan = plan_or_error(fixed, [])
+        assert not isinstance(plan, AllocationError), plan
+        assert plan.engines["teacher"].enabled
+
+
+def test_the_yaml_migrate_prints_loads(tmp_path: Path) -> None:
+    """``migrate --yaml`` of an allocation_mode, pasted over the backends of the engines
+    the YAML has (rollout, actor, ref)."""
+    base = EXAMPLES / "math" / "gsm8k_grpo.yaml"
+    for legacy in (
+        "sglang:d4+fsdp:d4",
+        "sglang:d2|fsdp:d2",
+        "fsdp[actor]:d4|fsdp[ref]:d4+sglang:d4",
+    ):
+        block = migration_yaml(legacy)
+        app = tmp_path / legacy.replace(":", "_").replace("|", "_").replace("+", "_")
+        app.mkdir()
+        (app / "gsm8k_grpo.yaml").write_text(base.read_text())
+        (app / "main.yaml").write_text("defaults:\n  - gsm8k_grpo\n  - _self_\n\n" + block)
+        verdict = areal_loads(app / "main.yaml", cls="GRPOConfig")
+        assert verdict["ok"], (legacy, verdict["error_first_line"])
+
+
+def _verdict(python: Path, argv: Sequence[str]) -> tuple[bool, str, str]:
+    out = subprocess.run(
+        [str(python), str(LOADER), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SWE_RL_ADMIN_API_KEY": "test"},
+    )
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    return line["ok"], line["error_type"], line["error_first_line"]
+
+
+@pytest.mark.own_environment
+def test_areal_conf_installed_changes_no_verdict() -> None:
+    """With areal-conf in AReaL's environment (``AREAL_LOADER_HOME_WITH``, default
+    ``~/.cache/areal-loader-conf``), AReaL's loader accepts and refuses what it does
+    without it, for every example config. Two loads at a time: each is a process of its
+    own that mostly imports."""
+    with_home = Path(
+        os.environ.get("AREAL_LOADER_HOME_WITH", Path.home() / ".cache" / "areal-loader-conf")
+    )
+    with_conf = with_home / "venv" / "bin" / "python"
+    if not with_conf.exists():
+        pytest.skip(f"no loader with areal-conf installed at {with_home}")
+    table = json.loads((LOADER.parent / "examples_map.json").read_text())["examples"]
+    runs = {
+        rel: ["--areal-src", str(SRC), "--cls", entry["cls"], str(SRC / rel)]
+        for rel, entry in sorted(table.items())
+        if not entry.get(
+            "cls_file"
+        )  # driver subclasses: the loader's --cls-file, covered by the tool
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        without = {rel: pool.submit(_verdict, PYTHON, argv) for rel, argv in runs.items()}
+        with_it = {rel: pool.submit(_verdict, with_conf, argv) for rel, argv in runs.items()}
+        differ = [
+            (rel, without[rel].result(), with_it[rel].result())
+            for rel in runs
+            if without[rel].result() != with_it[rel].result()
+        ]
+    assert len(runs) >= 40  # the examples were found
+    assert differ == []
