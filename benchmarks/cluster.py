@@ -1,7 +1,7 @@
 """How soon a sweep with one bad job fails on a real Slurm: validated vs not.
 
-The same 4-job ``train.py`` sweep, whose job #1 needs more GPUs than the cluster has,
-through ``submitit_slurm`` twice:
+The same 4-job ``train.py`` sweep, whose job #1 takes half a node (AReaL's Slurm scheduler
+allocates whole nodes), through ``submitit_slurm`` twice:
 
 * behind ``hydra/launcher=areal``: rejected before anything is submitted;
 * alone: every job is submitted, the bad one starts, exits 2 on the node, and submitit
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = ["-m", "actor.backend=fsdp:d8,fsdp:d16,fsdp:d4t2,fsdp:d2t4"]
+SWEEP = ["-m", "actor.backend=fsdp:d8,fsdp:d4,fsdp:d4t2,fsdp:d2t4"]
 VARIANTS = {
     "areal + submitit_slurm": ["hydra/launcher@hydra.launcher.launcher=submitit_slurm"],
     "submitit_slurm alone": ["hydra/launcher=submitit_slurm"],
