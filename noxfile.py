@@ -59,8 +59,10 @@ def tests(session: nox.Session, pair: str) -> None:
     """The whole test suite and train.py's single run, multirun and layouts sweep."""
     install(session, pair)
     # The cluster tests (Slurm, Ray) need a cluster and take minutes: .ci/run runs them
-    # once, in its own environment, before the matrix.
-    session.run("python", "-m", "pytest", "-m", "not cluster", *session.posargs)
+    # once, in its own environment, before the matrix; so it does the tests that run in
+    # virtualenvs of their own, whatever this session's pair.
+    only_once = "not cluster and not own_environment"
+    session.run("python", "-m", "pytest", "-m", only_once, *session.posargs)
     if session.posargs:  # a selection of tests: skip the application runs
         return
     out = session.create_tmp()
