@@ -60,10 +60,11 @@ def run_validated(
     so for the duration of the call it asks Hydra to re-raise them instead
     (``HYDRA_FULL_ERROR=1``), and restores the variable afterwards. ``argv`` (default
     ``sys.argv[1:]``) is where an interpolation error without a key is looked up.
-    With ``HYDRA_FULL_ERROR`` already set, errors are left alone (full tracebacks).
+    With ``HYDRA_FULL_ERROR=1`` already set, errors are left alone (full tracebacks);
+    any other value counts as unset, as it does for Hydra.
     """
     out = sys.stderr if stderr is None else stderr
-    if os.environ.get(_FULL_ERROR):
+    if os.environ.get(_FULL_ERROR) == "1":
         return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
     with _hydra_reraises():
         try:
@@ -190,8 +191,12 @@ def _is_omegaconf_error(exc: object) -> bool:
 
 @contextmanager
 def _hydra_reraises() -> Iterator[None]:
+    before = os.environ.get(_FULL_ERROR)
     os.environ[_FULL_ERROR] = "1"
     try:
         yield
     finally:
-        os.environ.pop(_FULL_ERROR, None)
+        if before is None:
+            os.environ.pop(_FULL_ERROR, None)
+        else:
+            os.environ[_FULL_ERROR] = before

@@ -1,9 +1,11 @@
-"""Progress of a long loop: a bar on a terminal, a log line now and then otherwise.
+"""Progress of a long loop: the count done, the time taken and an estimate of the time left.
 
 Nothing is shown for a loop that ends within ``delay`` seconds, so short validations
-stay silent. On a terminal the bar redraws in place (at most ``redraw`` times a second)
-and is cleared at the end; elsewhere (a log file, CI) one line every ``interval``
-seconds goes to ``log`` and a closing line says how long it took.
+stay silent. After that, a terminal and a log get the same line
+(``validating jobs: 332 of 2000, 2 s, about 10 s left``): on a terminal it is redrawn
+in place (at most every ``redraw`` seconds) and cleared at the end; elsewhere (a log
+file, CI) it goes to ``log`` every ``interval`` seconds. A closing line says how long
+the loop took.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TextIO
 
 
 class Progress:
-    """``with Progress(2000, "validating jobs") as p: ... p.advance()``."""
+    """``with Progress(2000, "validating jobs", log=log.info) as p: ... p.advance()``."""
 
     def __init__(
         self,
@@ -24,11 +26,10 @@ class Progress:
         *,
         log: Callable[[str], None],
         stream: TextIO | None = None,
-        delay: float = 2.0,
-        interval: float = 10.0,
+        delay: float = 1.0,
+        interval: float = 5.0,
         redraw: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
-        width: int = 30,
     ) -> None:
         self.total = total
         self.what = what
@@ -36,13 +37,12 @@ class Progress:
         self._log = log
         self._stream = sys.stderr if stream is None else stream
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
-        self._delay = delay
-        self._interval = interval if not self._tty else redraw
+        self._interval = redraw if self._tty else interval
         self._clock = clock
-        self._width = width
         self._start = clock()
         self._next = self._start + delay
         self._shown = False
+        self._drawn = 0  # length of the line drawn on the terminal
 
     def __enter__(self) -> Progress:
         return self
@@ -57,13 +57,21 @@ class Progress:
             return
         self._next = now + self._interval
         self._shown = True
+        line = self.line(now - self._start)
         if self._tty:
-            filled = self._width * self.done // max(1, self.total)
-            bar = "#" * filled + "." * (self._width - filled)
-            self._stream.write(f"\r{self.what} [{bar}] {self.done}/{self.total}")
+            self._stream.write("\r" + line.ljust(self._drawn))
             self._stream.flush()
+            self._drawn = len(line)
         else:
-            self._log(f"{self.what}: {self.done} of {self.total} ({now - self._start:.0f} s)")
+            self._log(line)
+
+    def line(self, elapsed: float) -> str:
+        """``what: done of total, elapsed, about left``."""
+        text = f"{self.what}: {self.done} of {self.total}, {_duration(elapsed)}"
+        if 0 < self.done < self.total:
+            left = elapsed * (self.total - self.done) / self.done
+            text += f", about {_duration(left)} left"
+        return text
 
     def close(self) -> None:
         if not self._shown:
@@ -71,6 +79,16 @@ class Progress:
         self._shown = False
         elapsed = self._clock() - self._start
         if self._tty:
-            self._stream.write("\r" + " " * (len(self.what) + self._width + 30) + "\r")
+            self._stream.write("\r" + " " * self._drawn + "\r")
             self._stream.flush()
         self._log(f"{self.what}: {self.done} of {self.total} in {elapsed:.1f} s")
+
+
+def _duration(seconds: float) -> str:
+    """``4 s``, ``95 s``, ``3 min``, ``2 h 5 min``: as precise as an estimate deserves."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 100:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import Train, run_shell
+from _helpers import TRAIN, Train, run_python, run_shell, user_env
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationKeyError
@@ -188,6 +188,38 @@ def test_run_validated_leaves_errors_alone_under_hydra_full_error(
     assert os.environ["HYDRA_FULL_ERROR"] == "1"
 
 
+@pytest.mark.parametrize("value", ["0", "", "false"])
+def test_hydra_full_error_other_than_1_counts_as_unset(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("HYDRA_FULL_ERROR", value)
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as info:
+        run_validated(lambda: parse_backend("d4t2"), argv=[], stderr=err)
+    assert info.value.code == EXIT_INVALID
+    assert err.getvalue().startswith("error: invalid allocation\nno backend prefix\n")
+    assert os.environ["HYDRA_FULL_ERROR"] == value  # the user's value, restored
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "env, status, shown",
+    [
+        ({}, 2, "error: invalid allocation"),
+        ({"HYDRA_FULL_ERROR": "0"}, 2, "error: invalid allocation"),
+        ({"HYDRA_FULL_ERROR": "1"}, 1, "Traceback (most recent call last)"),
+    ],
+)
+def test_train_py_reads_hydra_full_error_as_hydra_does(
+    env: dict[str, str], status: int, shown: str
+) -> None:
+    out = run_python(TRAIN, "actor.backend=d4t2", env=user_env(**env))
+    assert out.returncode == status, out.stderr
+    assert shown in out.stderr
+    if status == 2:
+        assert "Traceback" not in out.stderr
+
+
 def test_validate_is_the_function() -> None:
     from areal_conf import validate
 
@@ -293,7 +325,7 @@ def run_progress(stream: io.StringIO, step: float, total: int = 100) -> list[str
         log=lines.append,
         stream=stream,
         clock=clock,
-        delay=2.0,
+        delay=1.0,
         interval=10.0,
     ) as p:
         for _ in range(total):
@@ -304,23 +336,32 @@ def run_progress(stream: io.StringIO, step: float, total: int = 100) -> list[str
 
 def test_short_loops_show_nothing() -> None:
     stream = Terminal()
-    assert run_progress(stream, step=0.01) == []
+    assert run_progress(stream, step=0.005) == []
     assert stream.getvalue() == ""
 
 
-def test_log_lines_now_and_then_when_not_a_terminal() -> None:
+def test_log_lines_with_an_estimate_when_not_a_terminal() -> None:
     stream = io.StringIO()
     lines = run_progress(stream, step=0.5)  # 50 s in all
-    assert lines[0] == "validating jobs: 4 of 100 (2 s)"
-    assert lines[1] == "validating jobs: 24 of 100 (12 s)"
+    assert lines[0] == "validating jobs: 2 of 100, 1 s, about 49 s left"
+    assert lines[1] == "validating jobs: 22 of 100, 11 s, about 39 s left"
     assert len(lines) == 6 and lines[-1] == "validating jobs: 100 of 100 in 50.0 s"
     assert stream.getvalue() == ""
 
 
-def test_a_bar_on_a_terminal() -> None:
-    stream = Terminal()
+def test_long_estimates_in_minutes_and_hours() -> None:
+    lines = run_progress(io.StringIO(), step=60.0, total=300)  # 5 hours in all
+    assert lines[0] == "validating jobs: 1 of 300, 60 s, about 4 h 59 min left"
+    assert lines[1] == "validating jobs: 2 of 300, 2 min, about 4 h 58 min left"
+    assert lines[-1] == "validating jobs: 300 of 300 in 18000.0 s"
+
+
+def test_the_same_line_redrawn_on_a_terminal() -> None:
+    stream, log = Terminal(), io.StringIO()
     lines = run_progress(stream, step=0.5)
     drawn = stream.getvalue()
-    assert "\rvalidating jobs [" in drawn and "] 100/100" in drawn
+    first = run_progress(log, step=0.5)[0]
+    assert drawn.startswith("\r" + first)  # after the same delay, the same words
+    assert "\rvalidating jobs: 60 of 100, 30 s, about 20 s left" in drawn
     assert drawn.endswith("\r")  # cleared at the end
     assert lines == ["validating jobs: 100 of 100 in 50.0 s"]
