@@ -36,6 +36,7 @@ from omegaconf import DictConfig
 
 from areal_conf.hydra_compat import VERSION_BASE
 from hydra_plugins.areal_conf_plugin import _core
+from hydra_plugins.areal_conf_plugin._compose import SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import AReaLLauncherConf
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
@@ -321,7 +322,7 @@ class TestValidation:
         import areal_conf.progress
 
         class Immediate(areal_conf.progress.Progress):
-            """Progress as a long validation shows it, without waiting two seconds."""
+            """Progress as a long validation shows it, without waiting a second."""
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **{**kwargs, "delay": 0.0, "interval": 0.0})
@@ -334,9 +335,10 @@ class TestValidation:
         ):
             pass
         lines = [r.getMessage() for r in caplog.records if "validating jobs" in r.getMessage()]
-        assert [line.split(" (")[0] for line in lines[:3]] == [
+        assert [line.split(",")[0] for line in lines[:3]] == [
             f"areal launcher: validating jobs: {i} of 3" for i in (1, 2, 3)
         ]
+        assert all(" left" in line for line in lines[:2])
         assert lines[3].startswith("areal launcher: validating jobs: 3 of 3 in ")
 
     def test_dry_run_prints_each_job_and_runs_none(
@@ -544,14 +546,19 @@ class StandInLoader:
 
 def test_precomposed_loader_pickles_without_the_job_configs() -> None:
     """joblib and submitit pickle the Hydra context (and the master config the inner
-    launcher passes) to their workers: the cache of composed configs must not travel with
-    it, and a job is still composed against the master with hydra/launcher=areal."""
+    launcher passes) to their workers: the kept job configs must not travel with it, and
+    a job is still composed against the master with hydra/launcher=areal."""
     inner: Any = StandInLoader()
-    job = _core._Job(0, ["a=1"], DictConfig({"a": 1}), None)
     master, areal_master = DictConfig({"launcher": "inner"}), DictConfig({"launcher": "areal"})
-    wrapped = _core._PrecomposedLoader(inner, master, [job], areal_master)
+    sweep = SweepLoader(inner, areal_master)
+    sweep.keep(["a=1"], DictConfig({"a": 1}))
+    wrapped = _core._PrecomposedLoader(inner, master, areal_master, sweep)
     assert wrapped.load_sweep_config(master, ["a=1"]) == {"a": 1}  # composed for validation
-    restored_master, restored = pickle.loads(pickle.dumps((master, wrapped)))
+    assert sweep.kept_jobs == 0  # handed out once
+    assert wrapped.load_sweep_config(master, ["a=1"]) == {"launcher": "areal"}
+    sweep.keep(["a=1"], DictConfig({"a": 1}))
+    restored_master, restored, restored_sweep = pickle.loads(pickle.dumps((master, wrapped, sweep)))
+    assert isinstance(restored_sweep, StandInLoader)  # the plain loader, nothing kept
     assert restored.load_sweep_config(restored_master, ["a=1"]) == {"launcher": "areal"}
     other = DictConfig({"launcher": "other"})
     assert restored.load_sweep_config(other, ["a=1"]) == {"launcher": "other"}
@@ -796,6 +803,39 @@ def test_train_sweep_rejects_allocation_mode_in_every_job(train: Train, sweep_di
     assert out.returncode != 0
     assert "2 of 2 jobs failed validation" in out.stderr
     assert out.stderr.count("rollout.backend=sglang:d4t2 actor.backend=fsdp:d8") == 2
+    assert job_dirs(sweep_dir) == []
+
+
+#: Sweeps with bad jobs, each composed another way: from the shared base (value-only
+#: jobs), by Hydra in full (a config group in the job), or not at all (Hydra's error).
+BAD_JOB_SWEEPS = {
+    "value-only jobs": (
+        ["actor.backend=fsdp:d8,d4t2,fsdp:d4t2"],
+        ["#1 actor.backend=d4t2"],
+    ),
+    "jobs with a config group": (
+        ["+experiment=ppo_separate_critic", "actor.backend=fsdp:d8,d4t2"],
+        ["#1 +experiment=ppo_separate_critic actor.backend=d4t2"],
+    ),
+    "a job Hydra cannot compose": (
+        ["cluster.n_nodes=2,many"],
+        ["#1 cluster.n_nodes=many", "    Hydra could not compose this job: "],
+    ),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("overrides, named", BAD_JOB_SWEEPS.values(), ids=BAD_JOB_SWEEPS.keys())
+def test_a_bad_job_is_named_whatever_composed_it(
+    train: Train, sweep_dir: Path, overrides: list[str], named: list[str]
+) -> None:
+    out = train("-m", *overrides)
+    assert out.returncode != 0
+    assert "1 of " in out.stderr and "failed validation; no job was launched." in out.stderr
+    lines = out.stderr.splitlines()
+    for line in named:
+        assert any(x.startswith(line) for x in lines), (line, out.stderr)
+    assert "Traceback" not in out.stderr
     assert job_dirs(sweep_dir) == []
 
 

@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hydra_plugins.areal_conf_plugin._configs",
         "hydra_plugins.areal_conf_plugin.areal_configs",
     ),
+    ("hydra_plugins.areal_conf_plugin._compose",),
     ("hydra_plugins.areal_conf_plugin._core", "hydra_plugins.areal_conf_plugin._sweeper_core"),
     ("hydra_plugins.areal_conf_plugin.areal_layouts_sweeper",),
     ("areal_conf.hydra_app",),
@@ -75,7 +76,8 @@ UPWARD_EDGES: dict[tuple[str, str], str] = {
         "the import is made on the first call"
     ),
     ("hydra_plugins.areal_conf_plugin.areal_launcher", "hydra_plugins.areal_conf_plugin._core"): (
-        "Hydra imports every plugin module at discovery, so launch() imports the work lazily"
+        "Hydra imports every plugin module at discovery, so setup() and launch() import "
+        "the work lazily"
     ),
 }
 
@@ -124,6 +126,7 @@ FORBIDDEN: tuple[Forbidden, ...] = (
         ),
         (
             "areal_conf",
+            "hydra_plugins.areal_conf_plugin._compose",
             "hydra_plugins.areal_conf_plugin._core",
             "hydra_plugins.areal_conf_plugin._sweeper_core",
         ),

@@ -1,8 +1,10 @@
-"""The work behind ``hydra/launcher=areal`` (imported on the first ``launch`` only).
+"""The work behind ``hydra/launcher=areal`` (imported when the launcher is set up).
 
-For a batch of jobs: compose every job config the way Hydra does
-(``config_loader.load_sweep_config``), validate each with
-``areal_conf.validation.validate``, and either
+Every job of the sweep is composed once (``_compose.SweepLoader``, which the sweeper's
+own check of each batch reads too) and validated once with
+``areal_conf.validation.validate``; when the whole sweep is known up front (Hydra's basic
+sweeper, ``areal_layouts``), all of it is checked at the first job, with progress.
+Then, for a batch of jobs, either
 
 * raise one ``ConfigCompositionException`` that lists every failing job (number,
   overrides as the user would type them, reason) before anything ran,
@@ -10,8 +12,8 @@ For a batch of jobs: compose every job config the way Hydra does
 * instantiate the inner launcher through Hydra's plugin registry and return its result.
 
 The configs composed for validation are handed to an in-process inner launcher (Hydra's
-basic launcher) instead of being composed a third time; a launcher that ships the
-Hydra context to other processes (joblib, submitit) gets the plain config loader.
+basic launcher) instead of being composed again; a launcher that ships the Hydra
+context to other processes (joblib, submitit) gets the plain config loader.
 """
 
 from __future__ import annotations
@@ -24,27 +26,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_loader import ConfigLoader
-from hydra.core.object_type import ObjectType
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, setup_globals
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, HydraException
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
+from hydra_plugins.areal_conf_plugin._compose import DelegatingLoader, SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
 
 if TYPE_CHECKING:
-    from hydra.types import RunMode
-
     from areal_conf.plan import Plan
 
 log = logging.getLogger(__name__)
-
-#: At most this many composed configs are kept for the inner launcher; later jobs of a
-#: bigger batch are composed again by it, so memory stays bounded.
-CACHE_LIMIT = 1024
 
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
@@ -53,9 +49,74 @@ BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 class _Job:
     num: int
     overrides: list[str]
-    config: DictConfig | None  # kept for the inner launcher, up to CACHE_LIMIT jobs
     plan: Plan | None
     unvalidated: bool = False  # composed, but no engine sections where they were looked for
+    failure: str | None = None  # why it is invalid (or could not be composed)
+
+
+def install_loader(launcher: AReaLLauncher, hydra_context: HydraContext) -> None:
+    """Put a :class:`SweepLoader` in the Hydra context the launcher shares with its
+    sweeper: the sweeper's check of each batch (``validate_batch_is_legal``) then reads
+    the configs this launcher composes and validates once, and the first job it asks for
+    starts the check of the whole sweep, with progress, when the whole sweep is known."""
+    assert launcher.config is not None
+    loader = hydra_context.config_loader
+    if not isinstance(loader, SweepLoader) or loader.master is not launcher.config:
+        inner = loader.inner if isinstance(loader, SweepLoader) else loader
+        loader = SweepLoader(inner, launcher.config)
+        hydra_context.config_loader = loader
+    loader.before_job = functools.partial(_before_job, launcher)
+    launcher.loader = loader
+
+
+def _before_job(launcher: AReaLLauncher, overrides: list[str]) -> None:
+    """The sweeper asks for a job's config: at the first job of a sweep known in full,
+    check the whole sweep now (an invalid job of any batch stops it before any runs)."""
+    if launcher.sweep_checked or launcher.checking:
+        return
+    whole = launcher_sweep_jobs(launcher)
+    if whole and overrides == whole[0]:
+        check_sweep(launcher, whole)
+
+
+def launcher_sweep_jobs(launcher: AReaLLauncher) -> list[list[str]] | None:
+    """Every job of the sweep when the sweeper tells them (``expect_sweep``) or is
+    Hydra's basic sweeper, expanded once; None otherwise."""
+    if launcher.sweep_jobs is None and not launcher.sweep_expanded:
+        assert launcher.config is not None and launcher.hydra_context is not None
+        launcher.sweep_expanded = True
+        launcher.sweep_jobs = basic_sweep_jobs(launcher.config, launcher.hydra_context)
+    return launcher.sweep_jobs
+
+
+def check_sweep(launcher: AReaLLauncher, whole: Sequence[Sequence[str]]) -> None:
+    """Compose and validate every job of the sweep, keep the results (and the configs,
+    within the loader's budget) for launch; with on_invalid=stop, raise the failures."""
+    config = launcher.config
+    assert config is not None
+    mode = invalid_job_mode(config, launcher.on_invalid)
+    launcher.checking = True
+    try:
+        jobs = _compose_and_validate(
+            launcher,
+            whole,
+            0,
+            stop=mode == STOP,
+            whole_sweep=_in_batches(config, len(whole)),
+            keep=True,
+            for_later_batches=True,
+        )
+    finally:
+        launcher.checking = False
+    launcher.sweep_checked = True
+    launcher.checked = {job.num: job for job in jobs}
+    _tell_unvalidated(launcher, jobs, len(whole))
+
+
+def _in_batches(config: DictConfig, jobs: int) -> bool:
+    """True when the sweeper launches the sweep's jobs in more than one batch."""
+    size = OmegaConf.select(config, "hydra.sweeper.max_batch_size", default=None)
+    return isinstance(size, int) and 0 < size < jobs
 
 
 def launch(
@@ -70,74 +131,84 @@ def launch(
     assert config is not None
     assert hydra_context is not None
     assert task_function is not None
+    if launcher.loader is None:
+        install_loader(launcher, hydra_context)
+    loader = launcher.loader
+    assert loader is not None
 
     inner_launcher = inner_launcher_config(config, launcher.launcher_config)
     mode = invalid_job_mode(config, launcher.on_invalid)
     batch = [list(o) for o in job_overrides]
-    if mode == STOP and not launcher.sweep_checked and not launcher.dry_run:
-        whole = launcher.sweep_jobs or basic_sweep_jobs(config, hydra_context)
-        if whole is not None and len(whole) > len(batch) and whole[: len(batch)] == batch:
-            # The sweeper knows every job up front: validate the whole sweep now, so that
-            # an invalid job of a later batch stops the sweep before any job runs.
-            checked_jobs, _ = _compose_and_validate(
-                hydra_context,
-                config,
-                whole,
-                0,
-                keep=0,
-                launched=0,
-                whole_sweep=True,
-                root=launcher.config_root,
-            )
-            _tell_unvalidated(launcher, checked_jobs, len(whole))
-            launcher.sweep_checked = True
-    jobs, failures = _compose_and_validate(
-        hydra_context,
-        config,
-        batch,
-        initial_job_idx,
-        keep=CACHE_LIMIT,
-        launched=launcher.launched,
-        stop=mode == STOP,
-        checked=launcher.sweep_checked,
-        root=launcher.config_root,
-    )
-    _tell_unvalidated(launcher, jobs, len(batch))
+    if batch and not launcher.sweep_checked:
+        _before_job(launcher, batch[0])  # a sweeper that did not check the batch itself
+    jobs = _checked_jobs(launcher, batch, initial_job_idx)
+    if jobs is None:
+        jobs = _compose_and_validate(
+            launcher,
+            batch,
+            initial_job_idx,
+            stop=mode == STOP,
+            launched=launcher.launched,
+            keep=not launcher.dry_run,
+        )
+        _tell_unvalidated(launcher, jobs, len(batch))
+    bad = {job.num: job.failure for job in jobs if job.failure is not None}
 
     if launcher.dry_run:
+        for overrides in batch:
+            loader.release(overrides)
+        loader.release_unclaimed()
         for job in jobs:
             print(dry_run_line(job.num, job.overrides, job.plan), flush=True)
         return []
 
     inner_master = _with_launcher(config, inner_launcher)
-    loader = _PrecomposedLoader(hydra_context.config_loader, inner_master, jobs, config)
-    bad = {num: reason for num, _, reason in failures}
     summary = launch_summary(jobs, bad)
-    del jobs  # the loader holds the configs now and lets go of each as it is used
     inner = Plugins.instance().instantiate_launcher(
-        hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
+        hydra_context=HydraContext(
+            config_loader=_PrecomposedLoader(loader.inner, inner_master, loader.master, loader),
+            callbacks=hydra_context.callbacks,
+        ),
         task_function=task_function,
         config=inner_master,
     )
     log.info("areal launcher: %s, launching with %s", summary, type(inner).__name__)
-    if not bad:
-        launcher.launched += len(batch)
-        return inner.launch(batch, initial_job_idx=initial_job_idx)
-    # fail_job: invalid jobs come back failed, in place; valid runs of consecutive jobs
-    # keep their numbers (and so their output directories).
-    returns: list[JobReturn] = []
-    start = 0
-    for i in range(len(batch) + 1):
-        num = initial_job_idx + i
-        if i < len(batch) and num not in bad:
-            continue
-        if start < i:
-            launcher.launched += i - start
-            returns += inner.launch(batch[start:i], initial_job_idx=initial_job_idx + start)
-        if i < len(batch):
-            returns.append(failed_job(num, batch[i], bad[num]))
-        start = i + 1
-    return returns
+    try:
+        if not bad:
+            launcher.launched += len(batch)
+            return inner.launch(batch, initial_job_idx=initial_job_idx)
+        # fail_job: invalid jobs come back failed, in place; valid runs of consecutive
+        # jobs keep their numbers (and so their output directories).
+        returns: list[JobReturn] = []
+        start = 0
+        for i in range(len(batch) + 1):
+            num = initial_job_idx + i
+            if i < len(batch) and num not in bad:
+                continue
+            if start < i:
+                launcher.launched += i - start
+                returns += inner.launch(batch[start:i], initial_job_idx=initial_job_idx + start)
+            if i < len(batch):
+                returns.append(failed_job(num, batch[i], bad[num]))
+            start = i + 1
+        return returns
+    finally:
+        for overrides in batch:  # what the inner launcher did not ask for (joblib, ...)
+            loader.release(overrides)
+        loader.release_unclaimed()
+
+
+def _checked_jobs(
+    launcher: AReaLLauncher, batch: Sequence[Sequence[str]], initial_job_idx: int
+) -> list[_Job] | None:
+    """The batch's jobs as the check of the whole sweep found them, or None when that
+    check did not run or saw other jobs under these numbers."""
+    if not launcher.sweep_checked:
+        return None
+    jobs = [launcher.checked.get(initial_job_idx + i) for i in range(len(batch))]
+    if any(job is None or job.overrides != list(o) for job, o in zip(jobs, batch, strict=True)):
+        return None
+    return [job for job in jobs if job is not None]
 
 
 # ------------------------------------------------------------------ invalid jobs
@@ -210,58 +281,71 @@ def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:
 
 
 def _compose_and_validate(
-    hydra_context: HydraContext,
-    config: DictConfig,
+    launcher: AReaLLauncher,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
     *,
-    keep: int,
-    launched: int,
-    stop: bool = True,
-    checked: bool = False,
+    stop: bool,
+    keep: bool,
+    launched: int = 0,
     whole_sweep: bool = False,
-    root: str = "",
-) -> tuple[list[_Job], list[tuple[int, list[str], str]]]:
-    """Compose and validate each job (the first ``keep`` configs are kept for the inner
-    launcher). With ``stop``, any failure raises the list of failing jobs; otherwise the
-    failures are returned. ``checked``: the jobs were validated already (whole sweep),
-    compose them only for the inner launcher. ``whole_sweep``: the jobs are every job of
-    the sweep (the message says so). ``root``: the dotted key of the AReaL section in
-    each job's config ("" for the top level)."""
+    for_later_batches: bool = False,
+) -> list[_Job]:
+    """Compose and validate each job, each once: a config the sweeper's check already
+    composed is read back, and with ``keep`` each config stays with the loader for the
+    inner launcher. With ``stop``, any failure raises the list of failing jobs; otherwise
+    each failure stays with its job. ``whole_sweep``: the jobs are every job of a sweep
+    launched in several batches (the message says so); ``for_later_batches``: what is
+    kept stays kept past the end of the current batch."""
     from areal_conf.errors import AllocationError
     from areal_conf.progress import Progress
 
+    loader = launcher.loader
+    assert loader is not None
     jobs: list[_Job] = []
-    failures: list[tuple[int, list[str], str]] = []
     total = len(job_overrides)
     with Progress(total, "areal launcher: validating jobs", log=log.info) as progress:
         for i, overrides in enumerate(job_overrides):
             num = initial_job_idx + i
             ovr = list(overrides)
-            if checked and i >= keep:
-                jobs.append(_Job(num, ovr, None, None))
-                continue
-            job_cfg = hydra_context.config_loader.load_sweep_config(config, ovr)
-            plan: Plan | None = None
-            unvalidated = False
-            if not checked:
+            job = _Job(num, ovr, None)
+            try:
+                job_cfg = loader.peek(ovr)
+                if job_cfg is None:
+                    job_cfg = loader.compose(ovr)
+                    if keep:
+                        loader.keep(ovr, job_cfg, sweep=for_later_batches)
+            except (HydraException, OmegaConfBaseException, ValueError) as err:
+                job.failure = composition_failure(err)
+            else:
                 try:
-                    section = areal_section(job_cfg, root)
+                    section = areal_section(job_cfg, launcher.config_root)
                     if is_areal_config(section):
-                        plan = _validate(section)
+                        job.plan = _validate(section)
                     else:
-                        unvalidated = True
+                        job.unvalidated = True
                 except AllocationError as err:
-                    failures.append((num, ovr, str(err)))
+                    job.failure = str(err)
                 except OmegaConfBaseException as err:
-                    failures.append((num, ovr, f"{type(err).__name__}: {err}"))
-            jobs.append(_Job(num, ovr, job_cfg if i < keep else None, plan, unvalidated))
+                    job.failure = f"{type(err).__name__}: {err}"
+            jobs.append(job)
             progress.advance()
+    failures = [(job.num, job.overrides, job.failure) for job in jobs if job.failure is not None]
     if failures and stop:
         raise ConfigCompositionException(
             failure_message(failures, total, whole_sweep=whole_sweep, launched=launched)
         ) from AllocationError(f"{len(failures)} of {total} jobs failed validation")
-    return jobs, failures
+    return jobs
+
+
+def composition_failure(err: Exception) -> str:
+    """Why Hydra could not compose a job, in Hydra's words (its message, or that of the
+    OmegaConf error it wraps without one)."""
+    text = str(err).strip()
+    cause = err.__cause__
+    if not text and cause is not None:
+        text = f"{type(cause).__name__}: {str(cause).strip()}"
+    return f"Hydra could not compose this job: {text or type(err).__name__}"
 
 
 def areal_section(job_cfg: DictConfig, root: str) -> Any:
@@ -460,10 +544,10 @@ def _is_areal_launcher(target: str) -> bool:
     )
 
 
-class _PrecomposedLoader(ConfigLoader):
-    """Hydra's config loader, except that it hands out the job configs composed for
-    validation once each (same master config, same overrides) instead of composing them
-    again.  Pickled (joblib, submitit), it leaves the job configs behind.
+class _PrecomposedLoader(DelegatingLoader):
+    """The inner launcher's config loader: a job of the sweep is the config composed
+    and validated for it (kept by the :class:`SweepLoader`), handed out once, or else
+    composed by it. Pickled (joblib, submitit), it is a plain loader for the workers.
 
     A job the inner launcher asks for is composed against ``areal_master`` (the master
     config with ``hydra/launcher=areal``), not against the master it passes (which carries
@@ -475,76 +559,23 @@ class _PrecomposedLoader(ConfigLoader):
         self,
         inner: ConfigLoader,
         master: DictConfig,
-        jobs: Sequence[_Job],
         areal_master: DictConfig,
+        sweep: SweepLoader | None = None,
     ) -> None:
-        self._inner = inner
+        self.inner = inner
         self._master = master
         self._areal_master = areal_master
-        self._cache: dict[tuple[str, ...], list[DictConfig]] = {}
-        for job in jobs:
-            if job.config is not None:
-                self._cache.setdefault(tuple(job.overrides), []).append(job.config)
+        self._sweep = sweep
 
     def __reduce__(self) -> tuple[Callable[..., ConfigLoader], Any]:
-        return _PrecomposedLoader, (self._inner, self._master, (), self._areal_master)
+        return _PrecomposedLoader, (self.inner, self._master, self._areal_master)
 
     def load_sweep_config(
         self, master_config: DictConfig, sweep_overrides: list[str]
     ) -> DictConfig:
-        if master_config is self._master:
-            cached = self._cache.get(tuple(sweep_overrides))
-            if cached:
-                return cached.pop(0)
-            master_config = self._areal_master
-        return self._inner.load_sweep_config(master_config, sweep_overrides)
-
-    def load_configuration(
-        self,
-        config_name: str | None,
-        overrides: list[str],
-        run_mode: RunMode,
-        from_shell: bool = True,
-        validate_sweep_overrides: bool = True,
-    ) -> DictConfig:
-        return self._inner.load_configuration(
-            config_name=config_name,
-            overrides=overrides,
-            run_mode=run_mode,
-            from_shell=from_shell,
-            validate_sweep_overrides=validate_sweep_overrides,
-        )
-
-    def get_search_path(self) -> Any:
-        return self._inner.get_search_path()
-
-    def get_sources(self) -> Any:
-        return self._inner.get_sources()
-
-    def list_groups(self, parent_name: str) -> list[str]:
-        return self._inner.list_groups(parent_name)
-
-    def get_group_options(
-        self,
-        group_name: str,
-        results_filter: ObjectType | None = ObjectType.CONFIG,
-        config_name: str | None = None,
-        overrides: list[str] | None = None,
-    ) -> list[str]:
-        return self._inner.get_group_options(
-            group_name,
-            results_filter=results_filter,
-            config_name=config_name,
-            overrides=overrides,
-        )
-
-    def compute_defaults_list(
-        self, config_name: str | None, overrides: list[str], run_mode: RunMode
-    ) -> Any:
-        return self._inner.compute_defaults_list(config_name, overrides, run_mode)
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything else ConfigLoaderImpl offers (helpers used by some plugins).
-        if name.startswith("__") or name in ("_inner", "_master", "_cache"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+        if master_config is not self._master:
+            return self.inner.load_sweep_config(master_config, sweep_overrides)
+        if self._sweep is None:
+            return self.inner.load_sweep_config(self._areal_master, sweep_overrides)
+        taken = self._sweep.take(sweep_overrides)
+        return self._sweep.compose(sweep_overrides) if taken is None else taken

@@ -13,8 +13,8 @@ launching any.
 Hydra imports every public module under ``hydra_plugins`` at each application start,
 so this module holds only a thin Launcher class. Its config dataclass is in
 ``_configs`` and becomes ``hydra/launcher=areal`` through ``areal_configs`` when an
-application first selects it; the work is in ``_core``, imported when ``launch`` runs
-(modules whose name starts with ``_`` are not scanned).
+application first selects it; the work is in ``_core``, imported when the launcher is
+set up (modules whose name starts with ``_`` are not scanned).
 """
 
 from collections.abc import Sequence
@@ -49,8 +49,12 @@ class AReaLLauncher(Launcher):
         # The whole sweep, when a sweeper announces it (see expect_sweep), and what has
         # been validated and launched so far: a launcher sees one batch at a time.
         self.sweep_jobs: list[list[str]] | None = None
+        self.sweep_expanded = False  # sweep_jobs was looked for (None: not known)
         self.sweep_checked = False
+        self.checking = False
+        self.checked: dict[int, Any] = {}  # job number -> what the check found
         self.launched = 0
+        self.loader: Any = None  # the SweepLoader composing this sweep's jobs
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -65,12 +69,16 @@ class AReaLLauncher(Launcher):
         self.config = config
         self.task_function = task_function
         self.hydra_context = hydra_context
+        from hydra_plugins.areal_conf_plugin import _core
+
+        _core.install_loader(self, hydra_context)
 
     def expect_sweep(self, job_overrides: Sequence[Sequence[str]]) -> None:
         """Called by a sweeper that knows every job before the first batch (areal_layouts):
         the whole sweep is then validated before the first batch is launched."""
         self.sweep_jobs = [list(o) for o in job_overrides]
         self.sweep_checked = False
+        self.checked = {}
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
