@@ -88,7 +88,11 @@ def _migrate(args: argparse.Namespace) -> None:
     if args.yaml:
         print(migration_yaml(args.legacy, teacher_layout=layout), end="")
     else:
-        print(shell_line(migrate_allocation_mode(args.legacy, teacher_layout=layout)))
+        # '++' sets a key or adds it: the YAML these go onto may lack some of them (AReaL's
+        # examples rarely spell out scheduling_strategy), and Hydra refuses 'key=value'
+        # for a key the config does not have.
+        overrides = migrate_allocation_mode(args.legacy, teacher_layout=layout)
+        print(shell_line(["++" + override for override in overrides]))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,7 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_option(explain)
     explain.set_defaults(run=_explain)
     migrate = commands.add_parser(
-        "migrate", help="translate a deprecated allocation_mode into per-engine overrides"
+        "migrate",
+        help="translate a deprecated allocation_mode into per-engine overrides",
+        description="Translate a deprecated allocation_mode into per-engine overrides. "
+        "Each engine says how it is scheduled ('+' separates engines, '|' colocates them), "
+        "and each override is written '++key=value', which sets the key or adds it where "
+        "the YAML lacks it.",
     )
     migrate.add_argument("legacy", help="e.g. 'sglang:d4t2+fsdp:d8'")
     migrate.add_argument("--yaml", action="store_true", help="print a YAML block instead")

@@ -85,7 +85,7 @@ class _Entry(NamedTuple):
 
     engine: str
     backend: str  # canonical spec, e.g. ``sglang:d4t2``
-    scheduling: str | None  # ``colocation``/``separation`` when it must be set
+    scheduling: str  # ``colocation`` or ``separation``
     target: str | None
 
 
@@ -103,8 +103,13 @@ class _Component(NamedTuple):
 def migrate_allocation_mode(legacy: str, *, teacher_layout: str = "nested") -> list[str]:
     """Hydra overrides equivalent to a deprecated ``allocation_mode`` string.
 
-    >>> migrate_allocation_mode("sglang:d4t2+fsdp:d8")
-    ['rollout.backend=sglang:d4t2', 'actor.backend=fsdp:d8']
+    >>> migrate_allocation_mode("sglang:d4t2+fsdp:d8")  # doctest: +NORMALIZE_WHITESPACE
+    ['rollout.backend=sglang:d4t2', 'rollout.scheduling_strategy.type=separation',
+     'actor.backend=fsdp:d8', 'actor.scheduling_strategy.type=separation']
+
+    Every engine says how it is scheduled: ``+`` separates engines even where the
+    config the overrides are applied to colocates them (AReaL's examples colocate
+    ``ref`` with ``actor``).
 
     Values are canonical backend strings (``str(parse_backend(...))``) written for
     Hydra's override grammar, so ``compose(overrides=...)`` takes the list as it is
@@ -123,8 +128,7 @@ def migrate_allocation_mode(legacy: str, *, teacher_layout: str = "nested") -> l
         if section == "teacher.train":
             overrides.append("teacher.engine_type=train")
         overrides.append(f"{section}.backend={hydra_value(entry.backend)}")
-        if entry.scheduling is not None:
-            overrides.append(f"{section}.scheduling_strategy.type={entry.scheduling}")
+        overrides.append(f"{section}.scheduling_strategy.type={entry.scheduling}")
         if entry.target is not None:
             overrides.append(f"{section}.scheduling_strategy.target={entry.target}")
     return overrides
@@ -149,12 +153,10 @@ def migration_yaml(legacy: str, *, teacher_layout: str = "nested") -> str:
         else:
             lines.append(f"{entry.engine}:")
         lines.append(f"{indent}  backend: {_yaml_quote(entry.backend)}")
-        if entry.scheduling is not None or entry.target is not None:
-            lines.append(f"{indent}  scheduling_strategy:")
-            if entry.scheduling is not None:
-                lines.append(f"{indent}    type: {_yaml_quote(entry.scheduling)}")
-            if entry.target is not None:
-                lines.append(f"{indent}    target: {_yaml_quote(entry.target)}")
+        lines.append(f"{indent}  scheduling_strategy:")
+        lines.append(f"{indent}    type: {_yaml_quote(entry.scheduling)}")
+        if entry.target is not None:
+            lines.append(f"{indent}    target: {_yaml_quote(entry.target)}")
     return "\n".join(lines) + "\n"
 
 
@@ -498,7 +500,9 @@ def _assign(legacy: str, groups: list[list[_Component]]) -> list[_Entry]:
         for comp in group:
             engine = engine_of[id(comp)]
             if comp is owner:
-                entries.append(_Entry(engine, str(comp.alloc), None, None))
+                # Said, not left to the default: the YAML the overrides go onto may
+                # colocate this engine (AReaL's examples colocate ref with actor).
+                entries.append(_Entry(engine, str(comp.alloc), "separation", None))
             else:
                 entries.append(_Entry(engine, str(comp.alloc), "colocation", owner_engine))
     if not entries:

@@ -70,7 +70,8 @@ EXPECTED: dict[str, Valid | Rejected] = {
     "gsm8k_rlvr_scaffolding": Rejected(
         "allocation_mode",
         "allocation_mode is deprecated",
-        "++rollout.backend=sglang:d1 ++actor.backend=fsdp:d1",
+        "++rollout.backend=sglang:d1 ++rollout.scheduling_strategy.type=separation "
+        "++actor.backend=fsdp:d1 ++actor.scheduling_strategy.type=separation",
     ),
     # SFT: training only.
     "gsm8k_sft": Valid({"actor": 8}, {}, {}, 8, 8),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import compose_config
+from _helpers import compose_config, run_python
 
 from areal_conf import AllocationError, validate
 from areal_conf.legacy import migration_yaml
@@ -223,6 +224,7 @@ def test_the_yaml_migrate_prints_loads(tmp_path: Path) -> None:
         "sglang:d4+fsdp:d4",
         "sglang:d2|fsdp:d2",
         "fsdp[actor]:d4|fsdp[ref]:d4+sglang:d4",
+        "sglang:d4+fsdp[actor]:d4+fsdp[ref]:d4",  # ref separated from the actor
     ):
         block = migration_yaml(legacy)
         app = tmp_path / legacy.replace(":", "_").replace("|", "_").replace("+", "_")
@@ -230,6 +232,16 @@ def test_the_yaml_migrate_prints_loads(tmp_path: Path) -> None:
         (app / "gsm8k_grpo.yaml").write_text(base.read_text())
         (app / "main.yaml").write_text("defaults:\n  - gsm8k_grpo\n  - _self_\n\n" + block)
         verdict = areal_loads(app / "main.yaml", cls="GRPOConfig")
+        assert verdict["ok"], (legacy, verdict["error_first_line"])
+
+
+def test_the_overrides_migrate_prints_load() -> None:
+    """``python -m areal_conf migrate``'s line, given as it is to AReaL's command."""
+    base = EXAMPLES / "math" / "gsm8k_grpo.yaml"
+    for legacy in ("sglang:d4+fsdp[actor]:d4+fsdp[ref]:d4", "sglang:d2|fsdp:d2"):
+        line = run_python("-m", "areal_conf", "migrate", legacy)
+        assert line.returncode == 0, line.stderr
+        verdict = areal_loads(base, shlex.split(line.stdout), cls="GRPOConfig")
         assert verdict["ok"], (legacy, verdict["error_first_line"])
 
 

@@ -84,7 +84,7 @@ def test_resolvers_register_idempotently_and_silently() -> None:
         (
             ["allocation_mode=sglang:d4t2+fsdp:d8"],
             "allocation_mode is deprecated",
-            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+            "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation",
         ),
         (
             ["critic.backend=fsdp:d4"],
@@ -230,7 +230,7 @@ def test_train_overrides(train: Train) -> None:
         ("actor.backend=d4t2", "no backend prefix"),
         (
             "allocation_mode=sglang:d4t2+fsdp:d8",
-            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+            "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation",
         ),
         ("critic.backend=fsdp:d4", "critic runs 4 ranks (fsdp:d4) and actor 8 ranks"),
         ("actor.backend=fsdp:d4", "Slurm scheduler allocates only entire nodes"),

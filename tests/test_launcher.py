@@ -242,7 +242,7 @@ class TestValidation:
         assert "#0 actor.backend=fdsp:d8 \"allocation_mode=''\"\n" in msg
         assert "unknown backend 'fdsp'" in msg
         assert "#3 actor.backend=fsdp:d8 allocation_mode=sglang:d4t2+fsdp:d8\n" in msg
-        assert "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8" in msg  # the translation
+        assert "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation" in msg  # the translation
         assert "#4 actor.backend=d4t2 \"allocation_mode=''\"\n" in msg
         assert msg.count("no backend prefix") == 1
         assert task.calls == []
@@ -802,7 +802,7 @@ def test_train_sweep_rejects_allocation_mode_in_every_job(train: Train, sweep_di
     )
     assert out.returncode != 0
     assert "2 of 2 jobs failed validation" in out.stderr
-    assert out.stderr.count("rollout.backend=sglang:d4t2 actor.backend=fsdp:d8") == 2
+    assert out.stderr.count("rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation") == 2
     assert job_dirs(sweep_dir) == []
 
 

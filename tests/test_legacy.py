@@ -6,15 +6,17 @@ import random
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import compose_config
+from _helpers import ROOT, Cli, compose_config
 
 from areal_conf.errors import AllocationError
 from areal_conf.legacy import migrate_allocation_mode, migration_yaml
 from areal_conf.overrides import format_overrides, shell_line
 from areal_conf.parser import parse_backend
+from areal_conf.validation import validate
 
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
 
@@ -22,22 +24,39 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # The required cases.
     (
         "sglang:d4t2+fsdp:d8",
-        ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"],
+        [
+            "rollout.backend=sglang:d4t2",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d8",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     (
         "sglang.d4p1t1+d4p1t1",
-        ["rollout.backend=sglang:d4", "actor.backend=fsdp:d4"],
+        [
+            "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
-    ("d8p1t1", ["actor.backend=fsdp:d8"]),
+    ("d8p1t1", ["actor.backend=fsdp:d8", "actor.scheduling_strategy.type=separation"]),
     (
         "sglang:d4+megatron:d2p2",
-        ["rollout.backend=sglang:d4", "actor.backend=megatron:d2p2"],
+        [
+            "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=megatron:d2p2",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     (
         "sglang[rollout]:d2+fsdp[actor]:d4|fsdp[critic]:d4",
         [
             "rollout.backend=sglang:d2",
+            "rollout.scheduling_strategy.type=separation",
             "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
             "critic.backend=fsdp:d4",
             "critic.scheduling_strategy.type=colocation",
             "critic.scheduling_strategy.target=actor",
@@ -45,32 +64,77 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ),
     (
         "vllm:d2t4+megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
-        ["rollout.backend=vllm:d2t4", f"actor.backend='{HYBRID}'"],
+        [
+            "rollout.backend=vllm:d2t4",
+            "rollout.scheduling_strategy.type=separation",
+            f"actor.backend='{HYBRID}'",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     # Auto-backend rule for bare training dims: megatron when p > 1 or e > 1.
-    ("sglang.d2t2+d2p2t1", ["rollout.backend=sglang:d2t2", "actor.backend=megatron:d2p2"]),
-    ("d4e2", ["actor.backend=megatron:d4e2"]),
-    ("d4c2t1", ["actor.backend=fsdp:d4c2"]),
-    ("d1p1t1", ["actor.backend=fsdp:d1"]),
+    (
+        "sglang.d2t2+d2p2t1",
+        [
+            "rollout.backend=sglang:d2t2",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=megatron:d2p2",
+            "actor.scheduling_strategy.type=separation",
+        ],
+    ),
+    ("d4e2", ["actor.backend=megatron:d4e2", "actor.scheduling_strategy.type=separation"]),
+    ("d4c2t1", ["actor.backend=fsdp:d4c2", "actor.scheduling_strategy.type=separation"]),
+    ("d1p1t1", ["actor.backend=fsdp:d1", "actor.scheduling_strategy.type=separation"]),
     # Bare hybrid, with and without parentheses: megatron.
-    ("(attn:d4p2t2c2|ffn:d2p2t4e2)", [f"actor.backend='{HYBRID}'"]),
-    ("sglang:d4+attn:d4p2|ffn:e4", ["rollout.backend=sglang:d4", "actor.backend=megatron:d4p2e4"]),
+    (
+        "(attn:d4p2t2c2|ffn:d2p2t4e2)",
+        [f"actor.backend='{HYBRID}'", "actor.scheduling_strategy.type=separation"],
+    ),
+    (
+        "sglang:d4+attn:d4p2|ffn:e4",
+        [
+            "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=megatron:d4p2e4",
+            "actor.scheduling_strategy.type=separation",
+        ],
+    ),
     # Hybrid without parentheses after a backend: the '|' is not colocation.
     (
         "sglang:d4+megatron:attn:d4p2t2c2|ffn:d2p2t4e2",
-        ["rollout.backend=sglang:d4", f"actor.backend='{HYBRID}'"],
+        [
+            "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
+            f"actor.backend='{HYBRID}'",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     (
         "sglang:d4+archon:(attn:d2t2|ffn:t2e2)",
-        ["rollout.backend=sglang:d4", "actor.backend='archon:(attn:d2t2|ffn:t2e2)'"],
+        [
+            "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend='archon:(attn:d2t2|ffn:t2e2)'",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     # Named components, with the auto-backend too.
-    ("[actor]:d2p2", ["actor.backend=megatron:d2p2"]),
-    ("sglang[rollout]:d2+[actor]:d4", ["rollout.backend=sglang:d2", "actor.backend=fsdp:d4"]),
+    ("[actor]:d2p2", ["actor.backend=megatron:d2p2", "actor.scheduling_strategy.type=separation"]),
+    (
+        "sglang[rollout]:d2+[actor]:d4",
+        [
+            "rollout.backend=sglang:d2",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
+        ],
+    ),
     # Inference only; AReaL's "+eval"/"+cpu" (evaluation on CPU, no engine).
-    ("vllm:d2t4", ["rollout.backend=vllm:d2t4"]),
-    ("sglang:d4t2+eval", ["rollout.backend=sglang:d4t2"]),
-    ("sglang.d4+cpu", ["rollout.backend=sglang:d4"]),
+    ("vllm:d2t4", ["rollout.backend=vllm:d2t4", "rollout.scheduling_strategy.type=separation"]),
+    (
+        "sglang:d4t2+eval",
+        ["rollout.backend=sglang:d4t2", "rollout.scheduling_strategy.type=separation"],
+    ),
+    ("sglang.d4+cpu", ["rollout.backend=sglang:d4", "rollout.scheduling_strategy.type=separation"]),
     # AReaL's old "inference|training" colocation. AReaL creates the actor before the
     # rollout engine and a target must exist: the group shares the actor's GPUs.
     (
@@ -80,34 +144,44 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "rollout.scheduling_strategy.type=colocation",
             "rollout.scheduling_strategy.target=actor",
             "actor.backend=megatron:d2p2t2",
+            "actor.scheduling_strategy.type=separation",
         ],
     ),
-    # Every engine is on its own GPUs unless told otherwise: nothing to add for '+'.
+    # '+' separates engines, also where the config colocates them (AReaL's examples
+    # colocate ref with actor): each separated engine says so.
     (
         "sglang:d2+fsdp:d4+fsdp[critic]:d4",
         [
             "rollout.backend=sglang:d2",
+            "rollout.scheduling_strategy.type=separation",
             "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
             "critic.backend=fsdp:d4",
+            "critic.scheduling_strategy.type=separation",
         ],
     ),
     (
         "sglang[rollout]:d2+fsdp[ref]:d4|fsdp[actor]:d4+megatron[teacher]:d2p2",
         [
             "rollout.backend=sglang:d2",
+            "rollout.scheduling_strategy.type=separation",
             "ref.backend=fsdp:d4",
             "ref.scheduling_strategy.type=colocation",
             "ref.scheduling_strategy.target=actor",
             "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
             "teacher.engine_type=train",
             "teacher.train.backend=megatron:d2p2",
+            "teacher.train.scheduling_strategy.type=separation",
         ],
     ),
     (
         "sglang:d4+fsdp[actor]:d4|fsdp[critic]:d2t2|fsdp[ref]:d4",
         [
             "rollout.backend=sglang:d4",
+            "rollout.scheduling_strategy.type=separation",
             "actor.backend=fsdp:d4",
+            "actor.scheduling_strategy.type=separation",
             "critic.backend=fsdp:d2t2",
             "critic.scheduling_strategy.type=colocation",
             "critic.scheduling_strategy.target=actor",
@@ -119,11 +193,27 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # Blanks between tokens are ignored, as AReaL's grammar did.
     (
         " sglang [ rollout ] : d4 t2 + fsdp : d8 ",
-        ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"],
+        [
+            "rollout.backend=sglang:d4t2",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d8",
+            "actor.scheduling_strategy.type=separation",
+        ],
     ),
     # Values are canonical.
-    ("sglang:t2d4p1+fsdp:t1d8c1", ["rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"]),
-    ("megatron:(attn:d2p2t4|ffn:e4)", ["actor.backend=megatron:d2p2t4e4"]),
+    (
+        "sglang:t2d4p1+fsdp:t1d8c1",
+        [
+            "rollout.backend=sglang:d4t2",
+            "rollout.scheduling_strategy.type=separation",
+            "actor.backend=fsdp:d8",
+            "actor.scheduling_strategy.type=separation",
+        ],
+    ),
+    (
+        "megatron:(attn:d2p2t4|ffn:e4)",
+        ["actor.backend=megatron:d2p2t4e4", "actor.scheduling_strategy.type=separation"],
+    ),
 ]
 
 
@@ -283,14 +373,20 @@ def test_error_caret_points_into_the_whole_string() -> None:
 def test_parser_error_for_legacy_string_gives_translation() -> None:
     with pytest.raises(AllocationError) as info:
         parse_backend("sglang:d4t2+fsdp:d8")
-    assert "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8" in info.value.hint
+    assert (
+        "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation "
+        "actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation"
+    ) in info.value.hint
 
 
 def test_large_inputs_are_rejected_quickly() -> None:
     with pytest.raises(AllocationError, match="never closed"):
         migrate_allocation_mode("(" * 200_000)
     many = "sglang:d4" + "+eval" * 50_000
-    assert migrate_allocation_mode(many) == ["rollout.backend=sglang:d4"]
+    assert migrate_allocation_mode(many) == [
+        "rollout.backend=sglang:d4",
+        "rollout.scheduling_strategy.type=separation",
+    ]
     with pytest.raises(AllocationError, match="second unnamed training"):
         migrate_allocation_mode("+".join(["fsdp:d4"] * 50_000))
 
@@ -448,16 +544,21 @@ def test_migration_yaml_exact() -> None:
     assert migration_yaml("sglang[rollout]:d2+fsdp[actor]:d4|fsdp[critic]:d4") == (
         "rollout:\n"
         '  backend: "sglang:d2"\n'
+        "  scheduling_strategy:\n"
+        '    type: "separation"\n'
         "actor:\n"
         '  backend: "fsdp:d4"\n'
+        "  scheduling_strategy:\n"
+        '    type: "separation"\n'
         "critic:\n"
         '  backend: "fsdp:d4"\n'
         "  scheduling_strategy:\n"
         '    type: "colocation"\n'
         '    target: "actor"\n'
     )
+    separation = '  scheduling_strategy:\n    type: "separation"\n'
     assert migration_yaml("vllm:d2t4+megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)") == (
-        f'rollout:\n  backend: "vllm:d2t4"\nactor:\n  backend: "{HYBRID}"\n'
+        f'rollout:\n  backend: "vllm:d2t4"\n{separation}actor:\n  backend: "{HYBRID}"\n{separation}'
     )
 
 
@@ -465,3 +566,45 @@ def test_migration_yaml_errors_like_migrate() -> None:
     with pytest.raises(AllocationError) as info:
         migration_yaml("fsdp[policy]:d4")
     assert info.value.position == 5
+
+
+@pytest.mark.parametrize("form", ["overrides", "yaml"])
+def test_a_migration_separates_what_the_areal_yaml_colocates(form: str, tmp_path: Path) -> None:
+    """AReaL's example colocates ref with actor; an allocation_mode that separates them
+    with '+' must separate them once migrated onto that file."""
+    examples = ROOT / "tests" / "fixtures" / "areal2" / "examples" / "math"
+    legacy = "sglang:d4+fsdp[actor]:d4+fsdp[ref]:d4"
+    # the ref is built only with a KL penalty; 12 GPUs once it is separated
+    with_ref, nodes = "actor.kl_ctl=0.1", "cluster.n_nodes=2"
+    before = validate(compose_config(with_ref, config_dir=examples, name="gsm8k_grpo_megatron"))
+    assert before.engines["ref"].colocated_with == "actor"
+    if form == "overrides":
+        # '++' as areal-conf's hints spell them where the raw YAML lacks the key (AReaL's
+        # own loader, which has every key, takes them either way)
+        overrides = [with_ref, nodes, *("++" + o for o in migrate_allocation_mode(legacy))]
+        cfg = compose_config(*overrides, config_dir=examples, name="gsm8k_grpo_megatron")
+    else:
+        shutil.copy(examples / "gsm8k_grpo_megatron.yaml", tmp_path)
+        main = "defaults:\n  - gsm8k_grpo_megatron\n  - _self_\n\n" + migration_yaml(legacy)
+        (tmp_path / "main.yaml").write_text(main)
+        cfg = compose_config(with_ref, nodes, config_dir=tmp_path, name="main")
+    plan = validate(cfg)
+    assert plan.engines["ref"].colocated_with is None
+    assert plan.gpus_by_engine() == {"rollout": 4, "actor": 4, "ref": 4}
+
+
+def test_the_migrate_command_prints_a_line_for_any_yaml(cli: Cli) -> None:
+    status, out, err = cli("migrate", "sglang:d4+fsdp[actor]:d4+fsdp[ref]:d4")
+    assert status == 0 and err == ""
+    assert out == (
+        "++rollout.backend=sglang:d4 ++rollout.scheduling_strategy.type=separation "
+        "++actor.backend=fsdp:d4 ++actor.scheduling_strategy.type=separation "
+        "++ref.backend=fsdp:d4 ++ref.scheduling_strategy.type=separation\n"
+    )
+    status, out, _ = cli("migrate", "--yaml", "fsdp:d4|fsdp[ref]:d4")
+    assert status == 0
+    assert out == (
+        'actor:\n  backend: "fsdp:d4"\n  scheduling_strategy:\n    type: "separation"\n'
+        'ref:\n  backend: "fsdp:d4"\n  scheduling_strategy:\n    type: "colocation"\n'
+        '    target: "actor"\n'
+    )

@@ -166,7 +166,7 @@ ERRORS: list[BadSpec] = [
         spec="sglang:d4t2+fsdp:d8",
         position=11,
         message="deprecated allocation_mode",
-        hint="rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+        hint="rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation",
     ),
     BadSpec(
         spec="fsdp:d4|fsdp:d4",
