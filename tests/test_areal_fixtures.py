@@ -217,3 +217,9 @@ def test_train_cpu_run(train: Train, tmp_path: Path) -> None:
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["cpu_run"] is True
     assert plan["engines"]["actor"]["slots"] == []
+    # as the table shows ("-"): no engine of a CPU run takes a GPU
+    assert {name: e["gpus"] for name, e in plan["engines"].items()} == {
+        "actor": 0,
+        "ref": 0,
+        "rollout": 0,
+    }

@@ -352,3 +352,24 @@ def test_a_critic_has_a_value_head_instead_of_the_vocabulary() -> None:
     ) == pytest.approx((v * h - h) * 16 / 8)
     # the fp32 logits of 8192 tokens: 4·s·V bytes become 4·s
     assert actor.activations - critic.activations == pytest.approx(4 * 8192 * (v - 1))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        str(HF / "qwen2_5_7b"),  # a model directory
+        str(HF / "qwen2_5_7b" / "config.json"),  # its config.json
+        "Qwen/Qwen2.5-7B-Instruct",  # a Hugging Face id (the table of well-known models)
+    ],
+    ids=["directory", "config.json", "hub id"],
+)
+def test_estimate_reads_hf_config_as_a_config_does(source: str) -> None:
+    """``estimate(spec, {"hf_config": ...})`` takes the sources ``model.hf_config`` takes
+    in a config, and gives what the model's own shape gives."""
+    shape = model_shape(read_hf_config(str(HF / "qwen2_5_7b")))
+    by_source = estimate("fsdp:d4", {"hf_config": source}, tokens_per_microbatch=4096)
+    by_shape = estimate("fsdp:d4", shape, tokens_per_microbatch=4096)
+    assert by_source.total == by_shape.total > 0
+    # a key given beside hf_config wins over the file's
+    fewer = estimate("fsdp:d4", {"hf_config": source, "num_layers": 4})
+    assert fewer.weights < by_shape.weights
