@@ -10,9 +10,9 @@ areal-conf does not own (``experiment_name``, ``cluster.fileroot``, ...) pass th
 untouched, while the keys it owns keep their types, so ``cluster.n_nodes=two`` fails at
 composition. Engine sections are not in the schema: an engine exists when the YAML or an
 override gives its section (``+critic.backend=fsdp:d4``), so a training-only or
-inference-only YAML stays what it is; :class:`RolloutConfig`, :class:`TrainEngineConfig`
-and :class:`SchedulingStrategy` describe the keys of an engine section that areal-conf
-reads, and ``validate`` checks their values.
+inference-only YAML stays what it is; :class:`EngineConfig` and
+:class:`SchedulingStrategy` describe the keys of an engine section that areal-conf reads,
+and ``validate`` checks their values.
 
 These dataclasses are also the one description of the config for editors: the JSON
 Schema of ``python -m areal_conf schema`` (:mod:`areal_conf.schema`) is read from them.
@@ -92,22 +92,12 @@ class SchedulingStrategy:
 
 
 @dataclass
-class RolloutConfig:
-    """The inference engine; an empty backend is an error."""
+class EngineConfig:
+    """An engine section (rollout, actor, critic, ref, teacher, or another engine): the
+    keys areal-conf reads; AReaL's other keys of the section pass through."""
 
-    # The JSON Schema describes `backend` per role, from the role table.
-    backend: str = ""
-    scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
-    allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition
-    """Computed: the ${areal.allocation:} resolver expands the engine's backend into
-    {spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."""
-
-
-@dataclass
-class TrainEngineConfig:
-    """A training engine (actor, critic, ref, teacher)."""
-
-    # The JSON Schema describes `backend` per role, from the role table.
+    # The JSON Schema describes `backend` per role (what an empty one means, which
+    # backends), from the role table.
     backend: str = ""
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
     allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition

@@ -188,11 +188,8 @@ _EMPTY_MEANS = {
     "disable": '"" for no engine',
 }
 _EXAMPLES = {"inference": ["sglang:d2t4"], "training": ["fsdp:d4t2", "megatron:d2p2t4e4"]}
-#: The dataclass of an engine section, by the kind of its role.
-SECTION_OF_KIND: Final[dict[str, type]] = {
-    "inference": config.RolloutConfig,
-    "training": config.TrainEngineConfig,
-}
+#: The dataclass of an engine section (of every role; the schema adds each role's rules).
+ENGINE_SECTION: Final[type] = config.EngineConfig
 
 
 def section_title(role: Role) -> str:
@@ -200,7 +197,7 @@ def section_title(role: Role) -> str:
 
 
 def _role_section(role: Role, section: JsonSchemaValue) -> JsonSchemaValue:
-    """The section of ``role``: the section of its kind, with the role's backend rules."""
+    """The engine section, with the backend rules of ``role``."""
     names = ", ".join(n for n, r in BACKENDS.items() if r.kind == role.kind)
     out = copy.deepcopy(section)
     out["title"] = section_title(role)
@@ -240,7 +237,7 @@ TITLE: Final = "AReaL config (areal-conf)"
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a config file."""
-    adapters = [("root", config.AReaLConfig), *SECTION_OF_KIND.items()]
+    adapters = [("root", config.AReaLConfig), ("engine", ENGINE_SECTION)]
     found, shared = TypeAdapter.json_schemas(
         [(key, "validation", TypeAdapter(cls)) for key, cls in adapters],
         schema_generator=ConfigJsonSchema,
@@ -252,11 +249,11 @@ def json_schema() -> dict[str, Any]:
         return defs.pop(ref.rsplit("/", 1)[-1])
 
     root = take("root")
-    sections = {kind: take(kind) for kind in SECTION_OF_KIND}
+    section = take("engine")
     engines: dict[str, JsonSchemaValue] = {}
     for name, role in ROLE.items():
         title = section_title(role)
-        defs[title] = _role_section(role, sections[role.kind])
+        defs[title] = _role_section(role, section)
         engines[name] = {
             "anyOf": [{"$ref": f"#/$defs/{title}"}, {"type": "null"}],
             "default": None,

@@ -27,7 +27,7 @@ from areal_conf.parser import parse_backend
 from areal_conf.roles import ROLE, ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.schema import (
     HYDRA_KEYS,
-    SECTION_OF_KIND,
+    ENGINE_SECTION,
     backend_pattern,
     field_docstrings,
     json_schema,
@@ -332,16 +332,15 @@ def _schemas_of(cls: type) -> list[dict[str, Any]]:
     an engine section, the root document for AReaLConfig)."""
     if cls is dataclass_configs.AReaLConfig:
         return [SCHEMA]
-    roles = [role for role in ROLE.values() if SECTION_OF_KIND[role.kind] is cls]
-    if roles:
-        return [SCHEMA["$defs"][section_title(role)] for role in roles]
+    if cls is ENGINE_SECTION:
+        return [SCHEMA["$defs"][section_title(role)] for role in ROLE.values()]
     return [SCHEMA["$defs"][cls.__name__]]
 
 
 DESCRIBED = list(
     dict.fromkeys(
         cls
-        for top in (dataclass_configs.AReaLConfig, *SECTION_OF_KIND.values())
+        for top in (dataclass_configs.AReaLConfig, ENGINE_SECTION)
         for cls in _dataclasses_under(top)
     )
 )
