@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser(
         "schema", help="print a JSON Schema of the config for YAML editors"
     )
+    _add_version_option(schema)
     schema.set_defaults(run=_schema)
     return parser
 
@@ -304,9 +305,10 @@ def _layouts(args: argparse.Namespace) -> None:
 
 
 def _schema(args: argparse.Namespace) -> None:
+    from areal_conf.areal_versions import choose_rules
     from areal_conf.schema import schema_json
 
-    print(schema_json())
+    print(schema_json(rules=choose_rules(args.areal_version).rules))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,14 +5,18 @@ Hydra app by the installed plugin (``hydra_plugins.areal_conf_plugin.areal_confi
 which builds it with :func:`schema_node` the first time an app loads it; nothing needs to
 import this module for that.
 
-The schema overlays real AReaL YAMLs. Its root and ``cluster`` are open: keys that
-areal-conf does not own (``experiment_name``, ``cluster.fileroot``, ...) pass through
-untouched, while the keys it owns keep their types, so ``cluster.n_nodes=two`` fails at
-composition. Engine sections are not in the schema: an engine exists when the YAML or an
-override gives its section (``+critic.backend=fsdp:d4``), so a training-only or
-inference-only YAML stays what it is; :class:`EngineConfig` and
-:class:`SchedulingStrategy` describe the keys of an engine section that areal-conf reads,
-and ``validate`` checks their values.
+The schema overlays real AReaL YAMLs. Its root, ``cluster`` and engine sections are
+open: keys that areal-conf does not own (``experiment_name``, ``cluster.fileroot``,
+``actor.optimizer``, ...) pass through untouched, while the keys it owns keep their types,
+so ``cluster.n_nodes=two`` fails at composition. Each role's section (rollout, actor,
+critic, ref, teacher) is typed :class:`EngineConfig` but null until the YAML or an
+override gives it (``+critic.backend=fsdp:d4``): a null section is no engine, so a
+training-only or inference-only YAML stays what it is, and every section that is given
+gets ``backend``, ``scheduling_strategy`` and its computed ``allocation``. The teacher's
+section follows the AReaL version whose rules apply: AReaL 2.0 types its two layouts
+(``teacher.rollout``, ``teacher.train``), AReaL 1.0 the flat section. Another engine
+section (any other section with a ``backend``) is typed by listing ``areal_engine`` at
+its key in the defaults list (``- areal_engine@judge``).
 
 These dataclasses are also the one description of the config for editors: the JSON
 Schema of ``python -m areal_conf schema`` (:mod:`areal_conf.schema`) is read from them.
@@ -25,12 +29,15 @@ pydantic.
 
 # No `from __future__ import annotations`: the field types stay objects rather than
 # strings, which older pydantic (2.5) cannot resolve in another module than its caller's.
+import copy
+import functools
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from areal_conf.roles import ALLOCATION_NODE, ROLE_NAMES, SCHEDULING_TYPES
+from areal_conf.errors import AllocationError
+from areal_conf.roles import ALLOCATION_NODE, ROLE_NAMES, SCHEDULING_TYPES, TEACHER_LAYOUTS
 
 # ------------------------------------------------------------------ schema notes
 # Notes for the JSON Schema only. pydantic calls ``__get_pydantic_json_schema__`` on the
@@ -96,26 +103,17 @@ class EngineConfig:
     """An engine section (rollout, actor, critic, ref, teacher, or another engine): the
     keys areal-conf reads; AReaL's other keys of the section pass through."""
 
+    # Left as these defaults, a role's section of the schema is no engine (see
+    # areal_conf.reading.is_unset_section).
+    schema_section: ClassVar[bool] = True
+
     # The JSON Schema describes `backend` per role (what an empty one means, which
     # backends), from the role table.
-    backend: str = ""
+    backend: str | None = None  # null: not given (with nothing else set: no engine)
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
     allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition
     """Computed: the ${areal.allocation:} resolver expands the engine's backend into
     {spec, backend, dp, tp, pp, cp, ep, etp, edp, world_size}. Do not set it."""
-
-
-@dataclass
-class ClusterConfig:
-    """The GPUs available to the run."""
-
-    n_nodes: Annotated[int, AtLeastOne] = 1
-    n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
-    """0 for a CPU run: engines run as processes without GPUs"""
-    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] | None = None
-    """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
-    against it when the model shape is known; null: 80 GB is assumed and an engine that
-    would not fit is a warning, not an error"""
 
 
 @dataclass
@@ -156,10 +154,42 @@ class ModelConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """The GPUs available to the run."""
+
+    n_nodes: Annotated[int, AtLeastOne] = 1
+    n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
+    """0 for a CPU run: engines run as processes without GPUs"""
+    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] | None = None
+    """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
+    against it when the model shape is known; null: 80 GB is assumed and an engine that
+    would not fit is a warning, not an error"""
+
+
+@dataclass
+class TeacherLayouts:
+    """AReaL 2.0's teacher: an inference engine (teacher.rollout) or a training engine
+    (teacher.train); absent or null: no teacher."""
+
+    schema_section: ClassVar[bool] = True
+
+    engine_type: Annotated[str, Names(TEACHER_LAYOUTS, only=True)] | None = None
+    """which subsection is the teacher engine; null: rollout"""
+    rollout: EngineConfig | None = field(default_factory=EngineConfig)
+    train: EngineConfig | None = field(default_factory=EngineConfig)
+
+
+@dataclass
 class AReaLConfig:
     """An AReaL config as areal-conf reads it: one backend string per engine. Keys
     areal-conf does not own pass through."""
 
+    # Each role's section; left as the schema gives it, it is no engine (is_unset_section).
+    actor: EngineConfig | None = field(default_factory=EngineConfig)
+    critic: EngineConfig | None = field(default_factory=EngineConfig)
+    ref: EngineConfig | None = field(default_factory=EngineConfig)
+    teacher: TeacherLayouts | None = field(default_factory=TeacherLayouts)
+    rollout: EngineConfig | None = field(default_factory=EngineConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     # Rejected with its translation when set (validate); `pattern` tells an editor so.
@@ -168,20 +198,75 @@ class AReaLConfig:
     areal_conf migrate '<allocation_mode>' prints the overrides)."""
 
 
-#: Sections of the schema that accept keys areal-conf does not own.
+@dataclass
+class AReaL1Config(AReaLConfig):
+    """The config under AReaL 1.0's rules: the teacher is one flat engine section."""
+
+    teacher: EngineConfig | None = field(default_factory=EngineConfig)  # type: ignore[assignment]
+
+
+#: The root dataclass for each teacher layout of the version tables.
+ROOT_FOR_TEACHER_LAYOUT: dict[str, type[AReaLConfig]] = {
+    "nested": AReaLConfig,
+    "flat": AReaL1Config,
+}
+#: Sections of the schema that accept keys areal-conf does not own, besides the engine
+#: sections (every section of OPEN_TYPES).
 OPEN_SECTIONS = ("cluster",)
+#: The section types that take AReaL's keys beside their own.
+OPEN_TYPES: tuple[type, ...] = (EngineConfig, TeacherLayouts)
+
+
+def _teacher_layout() -> str:
+    from areal_conf.areal_versions import NEWEST, VERSIONS, choose_rules
+
+    try:
+        return choose_rules().rules.teacher_layout
+    except AllocationError:
+        # A bad AREAL_CONF_AREAL_VERSION: validation reports it, with its fix, once the
+        # config is composed; the schema takes the newest version's shape meanwhile.
+        return VERSIONS[NEWEST].teacher_layout
 
 
 def schema_node() -> DictConfig:
-    """``AReaLConfig`` as a config whose root and open sections accept unknown keys.
+    """The root dataclass for the AReaL version whose rules apply, as a config whose
+    root, open sections and engine sections accept unknown keys (built once per teacher
+    layout).
 
     OmegaConf lets a typed node take unknown keys when its own ``struct`` flag is
     explicitly false; merging a YAML into it keeps the types of the declared keys.
     """
-    node: DictConfig = OmegaConf.structured(AReaLConfig)
+    return copy.deepcopy(_schema_for(_teacher_layout()))
+
+
+@functools.cache
+def _schema_for(teacher_layout: str) -> DictConfig:
+    node: DictConfig = OmegaConf.structured(ROOT_FOR_TEACHER_LAYOUT[teacher_layout])
     node._set_flag("struct", False)
     for name in OPEN_SECTIONS:
         section = node._get_node(name)
         assert section is not None
         section._set_flag("struct", False)
+    _open_engine_sections(node)
+    return node
+
+
+def _open_engine_sections(node: DictConfig) -> None:
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and OmegaConf.get_type(child) in OPEN_TYPES:
+            child._set_flag("struct", False)
+            _open_engine_sections(child)
+
+
+def engine_node() -> DictConfig:
+    """``areal_engine``: an :class:`EngineConfig` section that takes AReaL's other keys,
+    for an engine that is not a role (``- areal_engine@judge`` in a defaults list)."""
+    return copy.deepcopy(_engine_section())
+
+
+@functools.cache
+def _engine_section() -> DictConfig:
+    node: DictConfig = OmegaConf.structured(EngineConfig)
+    node._set_flag("struct", False)
     return node

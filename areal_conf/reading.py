@@ -16,15 +16,25 @@ AllocationError naming the key; a value of the right type that AReaL would refus
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from areal_conf.areal_versions import AReaLVersion, EngineRow
 from areal_conf.errors import AllocationError
-from areal_conf.roles import ALLOCATION_NODE, INHERIT_FROM, LEGACY_KEY, ROLE, example_backend
+from areal_conf.roles import (
+    ALLOCATION_NODE,
+    INHERIT_FROM,
+    LEGACY_KEY,
+    ROLE,
+    TEACHER_LAYOUTS,
+    example_backend,
+)
 
 #: TeacherConfig's own keys in AReaL 2.0; any other key under ``teacher`` is a 1.0 flat
 #: teacher's engine key.
@@ -37,7 +47,6 @@ TEACHER_KEYS: Final = (
     "rl_loss_weight",
     "distill_loss_weight",
 )
-TEACHER_LAYOUTS: Final = ("rollout", "train")
 #: Top-level sections that hold keys, not engines, even when they have a ``backend``.
 _NOT_ENGINES: Final = frozenset({"cluster", "scheduler", "model", "hydra"})
 
@@ -161,6 +170,72 @@ def is_mapping(value: Any) -> bool:
 def is_null(value: Any) -> bool:
     is_none = getattr(value, "_is_none", None)
     return value is None or (callable(is_none) and bool(is_none()))
+
+
+def is_unset_section(node: Any) -> bool:
+    """True for an engine section that a schema holds but the config never set: a config
+    node of a dataclass marked ``schema_section`` (the engine sections of
+    ``areal_schema``) whose values, as written, are still that dataclass's defaults. It is
+    no engine, as an absent section (OmegaConf cannot type a section that is absent)."""
+    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
+    if not getattr(kind, "schema_section", False) or is_null(node) or node._is_missing():
+        return False
+    assert isinstance(kind, type)
+    return bool(_as_written(node) == _defaults_of(kind))
+
+
+@functools.cache
+def _defaults_of(kind: type) -> Any:
+    return dataclasses.asdict(kind())
+
+
+def _as_written(node: Any) -> Any:
+    """A config node's values as written (interpolations unresolved), as plain data."""
+    if is_null(node):
+        return None
+    child = getattr(node, "_get_node", None)
+    if isinstance(node, Mapping) and callable(child):
+        return {str(k): _as_written(child(k)) for k in node}
+    if isinstance(node, Sequence) and not isinstance(node, str) and callable(child):
+        return [_as_written(child(i)) for i in range(len(node))]
+    return node._value() if hasattr(node, "_value") else node
+
+
+def _check_typed_keys(node: Any, keys: Iterable[str], section: str, example: str) -> None:
+    """In a section that ``areal_schema`` types, a key a letter or two away from one of
+    the section's own keys is a typo: Hydra adds it, as such sections take AReaL's keys.
+    The fix sets the right key to the value written (``example`` when it is not text)."""
+    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
+    if not getattr(kind, "schema_section", False):
+        return
+    assert isinstance(kind, type)
+    own = [f.name for f in dataclasses.fields(kind)]
+    for key in sorted(set(keys) - set(own)):
+        close = difflib.get_close_matches(key, own, n=1, cutoff=0.85)
+        if not close:
+            continue
+        right = f"{section}.{close[0]}"
+        written = _as_written(node._get_node(key))
+        value = written if isinstance(written, str) and written else example
+        error = AllocationError(
+            f"{section}.{key}: not a key of this section; {right} is",
+            None,
+            None,
+            hint=f"write {right} instead, e.g. {right}={value}"
+            if value
+            else f"write {right} instead",
+        )
+        error.key = f"{section}.{key}"
+        raise error
+
+
+def is_absent(value: Any) -> bool:
+    """A role section that is no engine: null, or left as the schema gives it."""
+    return is_null(value) or is_unset_section(value)
+
+
+def _given(value: Any) -> bool:
+    return is_mapping(value) and not is_unset_section(value)
 
 
 def _node(cfg: Any, path: str) -> Any:
@@ -447,7 +522,7 @@ def _read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
         read_value(scheduler, "type", "scheduler.type") if is_mapping(scheduler) else None
     )
     nested = rules.teacher_layout == "nested"
-    teacher = _read_teacher(cfg) if nested or is_mapping(_node(cfg, "teacher")) else None
+    teacher = _read_teacher(cfg) if nested or _given(_node(cfg, "teacher")) else None
     engines = dict(_engine_sections(cfg, rules, teacher))
     model_node = read_value(cfg, "model", "model")
     model = (
@@ -508,7 +583,7 @@ def read_cluster(cfg: Any) -> Cluster:
 
 def _read_teacher(cfg: Any) -> Teacher | None:
     node = read_value(cfg, "teacher", "teacher")
-    if is_null(node):
+    if is_absent(node):
         return None
     if not isinstance(node, Mapping):
         raise AllocationError(
@@ -519,17 +594,18 @@ def _read_teacher(cfg: Any) -> Teacher | None:
             "teacher",
         )
     keys = config_keys(node)
+    _check_typed_keys(node, keys, "teacher", "")
     flat = tuple(k for k in keys if k not in TEACHER_KEYS)
     layouts = {
         layout: read_value(sub, "backend", f"teacher.{layout}.backend")
         for layout in TEACHER_LAYOUTS
-        if is_mapping(sub := read_value(node, layout, f"teacher.{layout}"))
+        if _given(sub := read_value(node, layout, f"teacher.{layout}"))
     }
     return Teacher(
         engine_type=_text(node, "engine_type", "teacher.engine_type", "rollout"),
-        engine_type_given="engine_type" in keys,
-        has_rollout=is_mapping(read_value(node, "rollout", "teacher.rollout")),
-        has_train=is_mapping(read_value(node, "train", "teacher.train")),
+        engine_type_given=read_value(node, "engine_type", "teacher.engine_type") is not None,
+        has_rollout=_given(read_value(node, "rollout", "teacher.rollout")),
+        has_train=_given(read_value(node, "train", "teacher.train")),
         offload=_bool(node, "offload", "teacher.offload", False),
         path=read_value(node, "path", "teacher.path"),
         flat_keys=flat,
@@ -557,7 +633,7 @@ def _engine_sections(
                     yield name, section
                 continue
             value = read_value(cfg, name, name)
-            if is_null(value):
+            if is_absent(value):
                 continue
             if not isinstance(value, Mapping):
                 raise AllocationError(
@@ -585,7 +661,7 @@ def _teacher_engine(cfg: Any, rules: AReaLVersion, teacher: Teacher | None) -> E
     if engine_type not in TEACHER_LAYOUTS:
         return None
     node = _node(cfg, f"teacher.{engine_type}")
-    if node is None:
+    if not _given(node):
         return None
     row = next(r for r in rules.rows("teacher") if r.engine_type == engine_type)
     return read_engine(node, "teacher", row.section, row, rules)
@@ -597,6 +673,7 @@ def read_engine(
     """One engine section's keys, with AReaL's defaults (``rules.defaults``) where absent."""
     d = rules.defaults
     keys = set(config_keys(node))
+    _check_typed_keys(node, keys, section, example_backend(name, row.kind if row else None))
 
     def at(key: str) -> str:
         return f"{section}.{key}"

@@ -21,7 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from areal_conf.areal_versions import choose_rules
 from areal_conf.engines import engine_allocation as allocation_of
 from areal_conf.parser import parse_backend
-from areal_conf.reading import TEACHER_LAYOUTS, read_config
+from areal_conf.reading import read_config
+from areal_conf.roles import TEACHER_LAYOUTS
 
 
 def engine_allocation(parent: DictConfig, root: DictConfig) -> DictConfig | None:

@@ -35,6 +35,9 @@ INHERIT_FROM: Final = "actor"
 #: The role that AReaL builds only for a positive ``actor.kl_ctl``.
 KL_ROLE: Final = "ref"
 SCHEDULING_TYPES: Final = ("separation", "colocation")
+#: AReaL 2.0's teacher layouts: the values of ``teacher.engine_type``, each the key of the
+#: teacher's subsection (``teacher.rollout``), the first the default.
+TEACHER_LAYOUTS: Final = ("rollout", "train")
 #: Top-level keys besides engine sections that make a config an AReaL config.
 LEGACY_KEY: Final = "allocation_mode"
 #: What an engine section's ``allocation`` node is: derived from its backend by the
@@ -42,12 +45,14 @@ LEGACY_KEY: Final = "allocation_mode"
 ALLOCATION_NODE: Final = "${areal.allocation:}"
 
 
-def example_backend(name: str, kind: str = "training") -> str:
-    """A backend to show in a hint for engine ``name`` (of ``kind`` when not a role)."""
+def example_backend(name: str, kind: str | None = None) -> str:
+    """A backend to show in a hint for engine ``name``: its role's, unless ``kind`` says
+    the engine is of another kind (a 2.0 inference teacher); an extra engine's is of
+    ``kind`` (training when not given)."""
     role = ROLE.get(name)
-    if role is not None:
+    if role is not None and kind in (None, role.kind):
         return role.example
-    return example_of_kind(kind)
+    return example_of_kind(kind or "training")
 
 
 def example_of_kind(kind: str) -> str:

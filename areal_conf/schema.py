@@ -6,8 +6,9 @@ descriptions, the notes of their ``Annotated`` types as bounds and fixed names. 
 here restates a field. This module is imported only to print the schema; validation of a
 real config is :func:`areal_conf.validation.validate`.
 
-The engine sections are described from the role table (:data:`areal_conf.engines.ROLE`):
-one section per role, with the keys of the dataclass of the role's kind. Every ``backend``
+The engine sections are described from the engine table of the AReaL version whose rules
+apply (:data:`areal_conf.areal_versions.VERSIONS`): one section per engine, with the keys
+of the engine dataclass; AReaL 2.0's teacher holds its two layouts. Every ``backend``
 field carries a ``pattern`` built from the one backend table
 (:data:`areal_conf.backends.BACKENDS`) that accepts the backend-string grammar *as syntax*:
 the backend names of the engine's kind, the dimension letters each backend takes
@@ -45,8 +46,9 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from areal_conf import config
+from areal_conf.areal_versions import AReaLVersion, EngineRow, choose_rules
 from areal_conf.backends import ATTN_DIMS, BACKENDS, DIM_LETTERS, FFN_DIMS, MAX_SIZE
-from areal_conf.roles import ROLE, Role
+from areal_conf.roles import ROLE_NAMES, example_backend
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -192,26 +194,34 @@ _EXAMPLES = {"inference": ["sglang:d2t4"], "training": ["fsdp:d4t2", "megatron:d
 ENGINE_SECTION: Final[type] = config.EngineConfig
 
 
-def section_title(role: Role) -> str:
-    return f"{role.name.capitalize()}Config"
+def section_title(row: EngineRow) -> str:
+    """``ActorConfig``, ``TeacherRolloutConfig``: the definition of a version's engine row."""
+    return "".join(part.capitalize() for part in row.section.split(".")) + "Config"
 
 
-def _role_section(role: Role, section: JsonSchemaValue) -> JsonSchemaValue:
-    """The engine section, with the backend rules of ``role``."""
-    names = ", ".join(n for n, r in BACKENDS.items() if r.kind == role.kind)
+def _row_section(row: EngineRow, section: JsonSchemaValue) -> JsonSchemaValue:
+    """The engine section, with the backend rules of the version's engine ``row``."""
+    names = ", ".join(n for n, r in BACKENDS.items() if r.kind == row.kind)
     out = copy.deepcopy(section)
-    out["title"] = section_title(role)
+    out["title"] = section_title(row)
+    selected = (
+        f", when teacher.engine_type is {row.engine_type}" if row.engine_type is not None else ""
+    )
     out["description"] = (
-        f"The {role.name} engine ({role.kind}); absent or null: no {role.name} engine."
+        f"The {row.name} engine ({row.kind}){selected}; absent or null: no {row.name} engine."
     )
     backend = out["properties"]["backend"] | {
-        "description": f"{_EMPTY_MEANS[role.empty_backend]}. {names}: "
-        + _GRAMMAR.format(example=role.example),
-        "pattern": backend_pattern(role.kind, allow_empty=role.empty_backend != "error"),
-        "examples": _EXAMPLES[role.kind],
+        "description": f"{_EMPTY_MEANS[row.empty_backend]}; null: not given. {names}: "
+        + _GRAMMAR.format(example=example_backend(row.name, row.kind)),
+        "pattern": backend_pattern(row.kind, allow_empty=row.empty_backend != "error"),
+        "examples": _EXAMPLES[row.kind],
     }
     out["properties"]["backend"] = dict(sorted(backend.items()))  # keys sorted, as pydantic's
     return out
+
+
+def _optional(title: str) -> JsonSchemaValue:
+    return {"anyOf": [{"$ref": f"#/$defs/{title}"}, {"type": "null"}], "default": None}
 
 
 # ------------------------------------------------------------------ the document
@@ -235,9 +245,13 @@ HYDRA_KEYS: Final = tuple(HYDRA_PROPERTIES)
 TITLE: Final = "AReaL config (areal-conf)"
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of a config file."""
-    adapters = [("root", config.AReaLConfig), ("engine", ENGINE_SECTION)]
+def json_schema(rules: AReaLVersion | None = None) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a config file, with the engine sections of AReaL
+    ``rules`` (default: the version whose rules apply, as for validation)."""
+    if rules is None:
+        rules = choose_rules().rules
+    root_class = config.ROOT_FOR_TEACHER_LAYOUT[rules.teacher_layout]
+    adapters = [("root", root_class), ("engine", ENGINE_SECTION)]
     found, shared = TypeAdapter.json_schemas(
         [(key, "validation", TypeAdapter(cls)) for key, cls in adapters],
         schema_generator=ConfigJsonSchema,
@@ -250,18 +264,28 @@ def json_schema() -> dict[str, Any]:
 
     root = take("root")
     section = take("engine")
+    # Each engine row of the version gets the engine section with its backend rules; a
+    # row under a section (teacher.rollout) goes into that section's definition.
     engines: dict[str, JsonSchemaValue] = {}
-    for name, role in ROLE.items():
-        title = section_title(role)
-        defs[title] = _role_section(role, section)
-        engines[name] = {
-            "anyOf": [{"$ref": f"#/$defs/{title}"}, {"type": "null"}],
-            "default": None,
-        }
+    for row in rules.engines:
+        title = section_title(row)
+        defs[title] = _row_section(row, section)
+        top, _, sub = row.section.partition(".")
+        if not sub:
+            engines[top] = _optional(title)
+            continue
+        holder = section_title(EngineRow(row.name, top, row.kind, row.empty_backend))
+        if holder not in defs:
+            layouts = defs.pop(config.TeacherLayouts.__name__)
+            defs[holder] = layouts | {"title": holder}
+            engines[top] = _optional(holder)
+        defs[holder]["properties"][sub] = _optional(title)
     root["title"] = TITLE
-    root["properties"] = {**engines, **root["properties"], **HYDRA_PROPERTIES}
+    others = {k: v for k, v in root["properties"].items() if k not in engines}
+    ordered = {name: engines[name] for name in ROLE_NAMES if name in engines}
+    root["properties"] = {**ordered, **others, **HYDRA_PROPERTIES}
     return {"$schema": SCHEMA_DIALECT, "$defs": dict(sorted(defs.items())), **root}
 
 
-def schema_json(indent: int = 2) -> str:
-    return json.dumps(json_schema(), indent=indent, ensure_ascii=False)
+def schema_json(indent: int = 2, *, rules: AReaLVersion | None = None) -> str:
+    return json.dumps(json_schema(rules), indent=indent, ensure_ascii=False)

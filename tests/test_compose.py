@@ -89,11 +89,14 @@ VALUE_JOBS = {
     "a list": ["actor.scheduling_spec=[{gpu: 2}]"],
     "a new dict": ["+extra={a: 1, b: [2, 3]}"],
     "an interpolation": ["+actor.tag=${cluster.n_nodes}-nodes"],
-    "a resolver": ["+actor.allocation2=${areal.allocation:}"],
+    "a resolver": ["+actor.layout=${areal.allocation:}"],
     "force-add an existing key": ["++cluster.n_gpus_per_node=4"],
     "force-add a new key": ["++seed=7"],
     "delete a key": ["~ref.allocation"],
     "delete a section": ["~critic"],
+    "null a section": ["critic=null"],
+    "set a section the schema holds unset": ["teacher.rollout.backend=sglang:d1"],
+    "add to a section the schema holds unset": ["+teacher.rollout.backend=sglang:d1"],
     "delete a key by value": ["~cluster.n_nodes=2"],
     "several at once": ["actor.backend=fsdp:d2t4", "cluster.n_nodes=3", "+seed=1"],
     "no overrides": [],
@@ -149,7 +152,8 @@ def test_other_jobs_are_composed_by_hydra(
 
 #: Jobs Hydra cannot compose: the error is Hydra's own, word for word.
 BAD_JOBS = {
-    "a key not in the config": ["actor.nope=1"],
+    "a key not in the config": ["model.nope=1"],
+    "a key not in a closed section": ["actor.scheduling_strategy.nope=1"],
     "a value of the wrong type": ["cluster.n_nodes=many"],
     "deleting a key that is not there": ["~nothing"],
     "adding a key that is there": ["+cluster.n_nodes=3"],

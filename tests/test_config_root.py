@@ -58,6 +58,18 @@ def test_resolvers_read_the_engines_own_section(app: Path) -> None:
     assert cfg.areal.ref.allocation is None
 
 
+def test_mounted_sections_are_typed_with_their_allocation(tmp_path: Path) -> None:
+    # The same config with no allocation nodes written: the schema gives each section one.
+    text = MOUNTED_CONFIG.replace(', allocation: "${areal.allocation:}"', "")
+    assert "allocation" not in text
+    (tmp_path / "config.yaml").write_text(text)
+    cfg = compose_config("areal.teacher.rollout.backend=sglang:d1", config_dir=tmp_path)
+    assert cfg.areal.actor.allocation.world_size == 2
+    assert cfg.areal.critic.allocation.spec == "fsdp:d2"
+    assert cfg.areal.ref.allocation is None
+    assert cfg.areal.teacher.rollout.allocation.spec == "sglang:d1"
+
+
 def sweep(app: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_python("app.py", "-m", "hydra/launcher=areal", *args, cwd=app)
 

@@ -23,7 +23,11 @@ from hydra.plugins.config_source import ConfigLoadError
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.plugins.sweeper import Sweeper
+from omegaconf import OmegaConf
 
+from areal_conf.config import EngineConfig
+from areal_conf.reading import is_unset_section
+from areal_conf.roles import ALLOCATION_NODE
 from hydra_plugins.areal_conf_plugin import areal_configs
 from hydra_plugins.areal_conf_plugin.areal_configs import (
     AReaLConfigSource,
@@ -216,10 +220,15 @@ def source() -> AReaLConfigSource:
     return AReaLConfigSource(provider="areal_conf", path="areal-conf://")
 
 
-def test_source_serves_its_three_configs(source: AReaLConfigSource) -> None:
+def test_source_serves_its_configs(source: AReaLConfigSource) -> None:
     schema = source.load_config("areal_schema")
-    assert "actor" not in schema.config  # engines exist only where a YAML gives them
+    # Every role's section is typed, and unset (no engine) until a YAML or override sets it.
+    assert is_unset_section(schema.config._get_node("actor"))
+    assert schema.config.actor._get_node("allocation")._value() == ALLOCATION_NODE
+    assert schema.config.actor.allocation is None  # no engine: nothing to expand
     assert schema.config.cluster.n_gpus_per_node == 8
+    engine = source.load_config("areal_engine").config
+    assert OmegaConf.get_type(engine) is EngineConfig and engine.backend is None
     assert schema.provider == "areal_conf"
     assert source.load_config("hydra/launcher/areal.yaml").config.dry_run is False
     assert source.load_config("hydra/sweeper/areal_layouts").config.engine == "actor"
@@ -241,6 +250,7 @@ def test_source_loads_are_independent_copies(source: AReaLConfigSource) -> None:
         ("hydra/sweeper", True, False),
         ("areal_schema", False, True),
         ("areal_schema.yaml", False, True),
+        ("areal_engine", False, True),
         ("hydra/launcher/areal", False, True),
         ("hydra/launcher/areal_joblib", False, True),
         ("hydra/sweeper/areal_layouts", False, True),
@@ -258,7 +268,7 @@ def test_source_groups_and_configs(
 @pytest.mark.parametrize(
     ("group", "expected"),
     [
-        ("", ["areal_schema", "hydra"]),
+        ("", ["areal_engine", "areal_schema", "hydra"]),
         ("hydra", ["launcher", "sweeper"]),
         (
             "hydra/launcher",

@@ -5,7 +5,9 @@ The error catalogue is parsed from the markdown: each ``#### `` entry has an inp
 one ``text`` block with the message as printed, and a ``Fix:``. A config entry may name
 the AReaL rules it states with a ``Rules: AReaL 1.0`` line; without one it states the
 rules areal-conf picks by itself (AReaL 2.0's in the tests, where no ``areal`` is
-installed and the suite sets no ``AREAL_CONF_AREAL_VERSION``). The test runs the input
+installed and the suite sets no ``AREAL_CONF_AREAL_VERSION``). A ``Config: areal_schema``
+line says the YAML is an areal-conf config: it is merged onto the ``areal_schema``
+config, as Hydra composes a config that lists it first. The test runs the input
 through ``parse_backend`` or ``validate`` and compares the message line by line. Trailing
 blanks are ignored on both sides: markdown does not show them and editors strip them, and
 only the input line of an empty value has any. The table of example strings is checked
@@ -36,6 +38,7 @@ SECTION_OF_KIND = {
 
 _INPUT_LINE = re.compile(r"^Input: `(backend: .*)`$", re.M)
 _RULES_LINE = re.compile(r"^Rules: (.*)$", re.M)
+_SCHEMA_LINE = re.compile(r"^Config: areal_schema$", re.M)
 # The value of a Rules: line, and the version it asks validate for.
 _RULES_VALUE = re.compile(r"AReaL (\d+\.\d+)")
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
@@ -50,6 +53,7 @@ class Entry:
     message: str
     fix: str
     areal_version: str | None = None  # a Rules: line's version; None: areal-conf's choice
+    with_schema: bool = False  # a Config: areal_schema line
 
 
 def _parse_entry(title: str, section: str, body: str) -> Entry:
@@ -73,7 +77,8 @@ def _parse_entry(title: str, section: str, body: str) -> Entry:
             )
         version = found[1]
     message = text_blocks[0].rstrip("\n")
-    return Entry(title, section, kind, source, message, fixes[0], version)
+    with_schema = bool(_SCHEMA_LINE.search(_FENCE.sub("", body)))
+    return Entry(title, section, kind, source, message, fixes[0], version, with_schema)
 
 
 def catalogue() -> list[Entry]:
@@ -129,6 +134,10 @@ def test_backend_string_error_is_printed_as_documented(entry: Entry) -> None:
 @pytest.mark.parametrize("entry", BY_KIND["config"], ids=[e.title for e in BY_KIND["config"]])
 def test_config_error_is_printed_as_documented(entry: Entry) -> None:
     cfg = OmegaConf.create(entry.source)
+    if entry.with_schema:
+        from areal_conf.config import schema_node
+
+        cfg = OmegaConf.merge(schema_node(), cfg)
     with pytest.raises(AllocationError) as caught:
         validate(cfg, areal_version=entry.areal_version)
     assert _lines(str(caught.value)) == _lines(entry.message)

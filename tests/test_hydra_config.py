@@ -10,6 +10,7 @@ from _helpers import Train, compose_config
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError
+from areal_conf.config import EngineConfig, TeacherLayouts
 from areal_conf.validation import validate
 
 
@@ -52,6 +53,67 @@ def test_allocation_node_is_null_for_engines_not_built() -> None:
     assert cfg.ref.allocation is None  # actor.kl_ctl <= 0: no ref model
 
 
+SECTIONS_CONFIG = """\
+defaults:
+  - areal_schema
+  - areal_engine@judge
+  - _self_
+rollout: {backend: "sglang:d2"}
+actor: {backend: "fsdp:d2", optimizer: {lr: 1.0e-5}}
+judge: {backend: "sglang:d1", max_concurrent_rollouts: 8}
+cluster: {n_nodes: 1, n_gpus_per_node: 8}
+scheduler: {type: local}
+"""
+
+
+@pytest.mark.parametrize(
+    ("overrides", "section", "world_size"),
+    [
+        ([], "rollout", 2),  # from the YAML, which writes no allocation node
+        ([], "actor", 2),
+        ([], "judge", 1),  # another engine, typed by areal_engine in the defaults list
+        (["critic.backend=fsdp:d2"], "critic", 2),  # from an override
+        (["+critic.backend=fsdp:d2"], "critic", 2),  # "+" on an unset section works too
+        (["ref.backend="], "ref", 2),  # an empty ref backend is the actor's
+        (["teacher.rollout.backend=sglang:d1t2"], "teacher.rollout", 2),  # AReaL 2.0's teacher
+        (["teacher.engine_type=train", "teacher.train.backend=fsdp:d2"], "teacher.train", 2),
+    ],
+)
+def test_every_engine_section_is_typed_with_its_allocation(
+    tmp_path: Path, overrides: list[str], section: str, world_size: int
+) -> None:
+    (tmp_path / "config.yaml").write_text(SECTIONS_CONFIG)
+    cfg = compose_config(*overrides, config_dir=tmp_path)
+    node = OmegaConf.select(cfg, section)
+    assert OmegaConf.get_type(node) is EngineConfig
+    assert node.scheduling_strategy.type == "separation"
+    assert node.allocation.world_size == world_size
+    assert section.split(".")[0] in validate(cfg).engines
+
+
+def test_unset_sections_are_typed_and_no_engine(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(SECTIONS_CONFIG)
+    cfg = compose_config(config_dir=tmp_path)
+    assert OmegaConf.get_type(cfg.critic) is EngineConfig and cfg.critic.backend is None
+    assert cfg.critic.allocation is None and cfg.teacher.rollout.allocation is None
+    assert sorted(validate(cfg).engines) == ["actor", "judge", "rollout"]
+    # AReaL's own keys pass through the typed sections
+    assert cfg.actor.optimizer.lr == 1.0e-5 and cfg.judge.max_concurrent_rollouts == 8
+
+
+def test_the_teacher_section_follows_the_areal_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.yaml").write_text(SECTIONS_CONFIG)
+    monkeypatch.setenv("AREAL_CONF_AREAL_VERSION", "1.0")
+    cfg = compose_config("teacher.backend=fsdp:d4", config_dir=tmp_path)
+    assert OmegaConf.get_type(cfg.teacher) is EngineConfig  # AReaL 1.0: one flat section
+    assert cfg.teacher.allocation.world_size == 4
+    monkeypatch.setenv("AREAL_CONF_AREAL_VERSION", "2.0")
+    cfg = compose_config("teacher.rollout.backend=sglang:d1", config_dir=tmp_path)
+    assert OmegaConf.get_type(cfg.teacher) is TeacherLayouts
+
+
 def test_world_size_resolver_in_any_value() -> None:
     cfg = OmegaConf.create(
         {
@@ -81,6 +143,16 @@ def test_resolvers_register_idempotently_and_silently() -> None:
     ("overrides", "message", "hint"),
     [
         (["actor.backend=d4t2"], "actor.backend: no backend prefix", "fsdp:d4t2"),
+        (  # engine sections take AReaL's keys, so Hydra adds a misspelt one
+            ["actor.bakend=fsdp:d8"],
+            "actor.bakend: not a key of this section; actor.backend is",
+            "write actor.backend instead, e.g. actor.backend=fsdp:d8",
+        ),
+        (
+            ["+teacher.engine_tpye=train"],
+            "teacher.engine_tpye: not a key of this section; teacher.engine_type is",
+            "write teacher.engine_type instead",
+        ),
         (
             ["allocation_mode=sglang:d4t2+fsdp:d8"],
             "allocation_mode is deprecated",
@@ -264,7 +336,8 @@ def test_train_cfg_job_resolve_shows_allocations(train: Train) -> None:
     shown = OmegaConf.create(result.stdout)
     for engine in ("rollout", "actor", "critic", "ref"):
         assert shown[engine]["allocation"]["world_size"] == 8
-    assert "teacher" not in shown
+    # The schema's teacher section, which the config does not set: no engine to expand.
+    assert shown.teacher.rollout.allocation is None and shown.teacher.train.allocation is None
 
 
 @pytest.mark.e2e

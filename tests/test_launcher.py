@@ -40,6 +40,12 @@ from hydra_plugins.areal_conf_plugin._compose import SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import AReaLLauncherConf
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
+#: How allocation_mode=sglang:d4t2+fsdp:d8 is translated in a message.
+TRANSLATION = (
+    "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation "
+    "actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation"
+)
+
 HYBRID = "megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)"
 
 
@@ -242,7 +248,7 @@ class TestValidation:
         assert "#0 actor.backend=fdsp:d8 \"allocation_mode=''\"\n" in msg
         assert "unknown backend 'fdsp'" in msg
         assert "#3 actor.backend=fsdp:d8 allocation_mode=sglang:d4t2+fsdp:d8\n" in msg
-        assert "rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation" in msg  # the translation
+        assert TRANSLATION in msg
         assert "#4 actor.backend=d4t2 \"allocation_mode=''\"\n" in msg
         assert msg.count("no backend prefix") == 1
         assert task.calls == []
@@ -802,7 +808,7 @@ def test_train_sweep_rejects_allocation_mode_in_every_job(train: Train, sweep_di
     )
     assert out.returncode != 0
     assert "2 of 2 jobs failed validation" in out.stderr
-    assert out.stderr.count("rollout.backend=sglang:d4t2 rollout.scheduling_strategy.type=separation actor.backend=fsdp:d8 actor.scheduling_strategy.type=separation") == 2
+    assert out.stderr.count(TRANSLATION) == 2
     assert job_dirs(sweep_dir) == []
 
 

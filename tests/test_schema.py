@@ -21,13 +21,14 @@ from omegaconf import OmegaConf
 
 from areal_conf import config as dataclass_configs
 from areal_conf.all_layouts import layouts
+from areal_conf.areal_versions import VERSIONS
 from areal_conf.cli import main
 from areal_conf.errors import AllocationError
 from areal_conf.parser import parse_backend
-from areal_conf.roles import ROLE, ROLE_NAMES, SCHEDULING_TYPES
+from areal_conf.roles import ROLE_NAMES, SCHEDULING_TYPES
 from areal_conf.schema import (
-    HYDRA_KEYS,
     ENGINE_SECTION,
+    HYDRA_KEYS,
     backend_pattern,
     field_docstrings,
     json_schema,
@@ -83,7 +84,11 @@ BASE = load(ROOT / "conf" / "config.yaml")
 
 
 def with_backend(engine: str, backend: Any) -> dict[str, Any]:
-    return merge(BASE, {engine: {"backend": backend}})
+    """BASE with ``<engine>.backend`` set; ``engine`` may be dotted (``teacher.rollout``)."""
+    change: dict[str, Any] = {"backend": backend}
+    for part in reversed(engine.split(".")):
+        change = {part: change}
+    return merge(BASE, change)
 
 
 # ------------------------------------------------------------------- the files
@@ -97,6 +102,16 @@ def test_schema_is_a_valid_draft_2020_12_schema() -> None:
 def test_cli_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     assert json.loads(capsys.readouterr().out) == SCHEMA
+    # AReaL 1.0's teacher is one flat engine section; 2.0's holds its two layouts.
+    assert main(["schema", "--areal-version", "1.0"]) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert flat == SCHEMAS["1.0"][0]
+    assert "backend" in flat["$defs"]["TeacherConfig"]["properties"]
+    assert set(SCHEMA["$defs"]["TeacherConfig"]["properties"]) == {
+        "engine_type",
+        "rollout",
+        "train",
+    }
 
 
 def test_config_yaml_is_valid() -> None:
@@ -128,7 +143,9 @@ def test_the_resolved_allocation_nodes_are_accepted() -> None:
         ("actor", "d4t2"),  # bare dims: no backend prefix
         ("rollout", "d4t2"),
         ("critic", "d4t2"),
-        ("teacher", "(attn:d4|ffn:t2)"),
+        ("teacher.train", "(attn:d4|ffn:t2)"),
+        ("teacher.train", "sglang:d4"),  # the training teacher
+        ("teacher.rollout", "fsdp:d8"),  # the inference teacher
         ("actor", "FSDP:d8"),
         ("actor", "fdsp:d8"),
         ("actor", "sglang.d4"),
@@ -161,7 +178,7 @@ def accepted_by_parser(engine: str, backend: Any) -> bool:
         alloc = parse_backend(backend)
     except AllocationError:
         return False
-    return alloc.is_inference == (engine == "rollout")
+    return alloc.is_inference == (engine in ("rollout", "teacher.rollout"))
 
 
 @pytest.mark.parametrize(
@@ -192,8 +209,9 @@ def test_other_mistakes_are_flagged(change: dict[str, Any], where: str) -> None:
     "change",
     [
         {"critic": {"backend": ""}},
-        {"teacher": {"backend": ""}},
-        {"teacher": {"backend": "megatron:d2p2t4"}},
+        {"teacher": {"rollout": {"backend": ""}}},
+        {"teacher": {"engine_type": "train", "train": {"backend": "megatron:d2p2t4"}}},
+        {"teacher": {"rollout": {"backend": "sglang:d1t4", "path": "Qwen/Qwen3-8B"}}},
         {"actor": {"backend": " megatron : ( attn : d4 p2 t2 c2 | ffn : d2 p2 t4 e2 ) "}},
         {"actor": {"backend": "megatron:attn:d4p2t2c2|ffn:d2p2t4e2"}},
         {"actor": {"backend": "fsdp:d4p1t1"}},  # unsupported dimension with size 1
@@ -319,28 +337,45 @@ def test_blanks_between_tokens_keep_the_match(spec: str, data: st.DataObject) ->
 
 
 def _dataclasses_under(cls: type) -> list[type]:
-    """``cls`` and the dataclasses of its fields, recursively, each once."""
+    """``cls`` and the dataclasses of its fields (optional or not), recursively, each once."""
     found = [cls]
     for hint in typing.get_type_hints(cls).values():
-        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-            found += [c for c in _dataclasses_under(hint) if c not in found]
+        for inner in (hint, *typing.get_args(hint)):
+            if dataclasses.is_dataclass(inner) and isinstance(inner, type):
+                found += [c for c in _dataclasses_under(inner) if c not in found]
     return found
 
 
+#: The schema of each version's rules, and its root dataclass.
+SCHEMAS = {
+    version: (json_schema(rules), dataclass_configs.ROOT_FOR_TEACHER_LAYOUT[rules.teacher_layout])
+    for version, rules in VERSIONS.items()
+}
+
+
 def _schemas_of(cls: type) -> list[dict[str, Any]]:
-    """Where the schema describes the dataclass ``cls``: its definitions (one per role for
-    an engine section, the root document for AReaLConfig)."""
-    if cls is dataclass_configs.AReaLConfig:
-        return [SCHEMA]
-    if cls is ENGINE_SECTION:
-        return [SCHEMA["$defs"][section_title(role)] for role in ROLE.values()]
-    return [SCHEMA["$defs"][cls.__name__]]
+    """Where the schemas of the versions describe the dataclass ``cls``: its definitions
+    (one per engine of a version for an engine section, the root document for a root)."""
+    found: list[dict[str, Any]] = []
+    for version, (schema, root) in SCHEMAS.items():
+        if cls not in _dataclasses_under(root) and cls is not ENGINE_SECTION:
+            continue
+        if cls is root:
+            found.append(schema)
+        elif cls is ENGINE_SECTION:
+            found += [schema["$defs"][section_title(row)] for row in VERSIONS[version].engines]
+        elif cls is dataclass_configs.TeacherLayouts:
+            found.append(schema["$defs"]["TeacherConfig"])
+        elif not issubclass(cls, dataclass_configs.AReaLConfig):
+            found.append(schema["$defs"][cls.__name__])
+    assert found, cls
+    return found
 
 
 DESCRIBED = list(
     dict.fromkeys(
         cls
-        for top in (dataclass_configs.AReaLConfig, ENGINE_SECTION)
+        for top in (*dataclass_configs.ROOT_FOR_TEACHER_LAYOUT.values(), ENGINE_SECTION)
         for cls in _dataclasses_under(top)
     )
 )
@@ -364,11 +399,11 @@ def test_every_dataclass_field_is_in_the_schema(cls: type) -> None:
     fields = [f.name for f in dataclasses.fields(cls)]
     for schema in _schemas_of(cls):
         properties = list(schema["properties"])
-        # The root adds the engine sections before and Hydra's keys after its own fields.
-        if cls is dataclass_configs.AReaLConfig:
-            assert properties[: len(ROLE)] == list(ROLE)
-            assert properties[len(ROLE) + len(fields) :] == list(HYDRA_KEYS)
-            properties = properties[len(ROLE) : len(ROLE) + len(fields)]
+        # A root adds Hydra's keys after its own fields.
+        if issubclass(cls, dataclass_configs.AReaLConfig):
+            assert properties[: len(ROLE_NAMES)] == list(ROLE_NAMES)
+            assert properties[len(fields) :] == list(HYDRA_KEYS)
+            properties = properties[: len(fields)]
         assert properties == fields
 
 
@@ -421,7 +456,10 @@ def test_closed_sections_are_the_ones_areal_schema_keeps_closed() -> None:
 def test_omegaconf_types_each_field_without_its_schema_notes(cls: type) -> None:
     # The notes ride on Annotated; OmegaConf must type the field as the plain hint.
     node = OmegaConf.structured(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
     for name, hint in typing.get_type_hints(cls).items():
+        if name not in fields:  # a ClassVar
+            continue
         # get_type_hints drops Annotated metadata, as OmegaConf reads hints.
         args = typing.get_args(hint)
         plain = next(a for a in args if a is not type(None)) if type(None) in args else hint

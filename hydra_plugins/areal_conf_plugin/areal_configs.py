@@ -43,6 +43,7 @@ _CONFIGS_MODULE = "hydra_plugins.areal_conf_plugin._configs"
 #: dataclass (or an instance of one), or a function that returns the config.
 CONFIGS: dict[str, str] = {
     "areal_schema": "areal_conf.config:schema_node",
+    "areal_engine": "areal_conf.config:engine_node",
     "hydra/launcher/areal": f"{_CONFIGS_MODULE}:AReaLLauncherConf",
     **{
         f"hydra/launcher/areal_{inner}": f"{_CONFIGS_MODULE}:AREAL_{inner.upper()}"
@@ -111,7 +112,9 @@ def _groups() -> set[str]:
 
 _GROUPS = _groups()
 
-# Built configs, per process; every load returns a copy (as Hydra's ConfigStore does).
+# Configs built from a dataclass, per process; every load returns a copy (as Hydra's
+# ConfigStore does). A function is called at every load: the schema's shape follows the
+# AReaL version in use, and the function keeps what it built.
 _built: dict[str, Any] = {}
 
 
@@ -121,16 +124,18 @@ def _normalize(config_path: str) -> str:
 
 
 def build(path: str) -> Any:
-    """The config at ``path`` (one of ``CONFIGS``), built on the first call."""
+    """The config at ``path`` (one of ``CONFIGS``): a dataclass is built on the first call."""
     if path not in _built:
         module, _, name = CONFIGS[path].partition(":")
         source = getattr(importlib.import_module(module), name)
-        _built[path] = OmegaConf.structured(source) if is_dataclass(source) else source()
+        if not is_dataclass(source):
+            return source()
+        _built[path] = OmegaConf.structured(source)
     return copy.deepcopy(_built[path])
 
 
 class AReaLConfigSource(ConfigSource):
-    """``areal-conf://``: ``areal_schema``, ``hydra/launcher/areal`` and
+    """``areal-conf://``: ``areal_schema``, ``areal_engine``, ``hydra/launcher/areal`` and
     ``hydra/sweeper/areal_layouts``, each built when first loaded."""
 
     @staticmethod
