@@ -9,10 +9,12 @@ The schema overlays real AReaL YAMLs. Its root, ``cluster`` and engine sections 
 open: keys that areal-conf does not own (``experiment_name``, ``cluster.fileroot``,
 ``actor.optimizer``, ...) pass through untouched, while the keys it owns keep their types,
 so ``cluster.n_nodes=two`` fails at composition. Each role's section (rollout, actor,
-critic, ref, teacher) is typed :class:`EngineConfig` but null until the YAML or an
-override gives it (``+critic.backend=fsdp:d4``): a null section is no engine, so a
-training-only or inference-only YAML stays what it is, and every section that is given
-gets ``backend``, ``scheduling_strategy`` and its computed ``allocation``. The teacher's
+critic, ref, teacher) is an :class:`EngineConfig` with ``backend``,
+``scheduling_strategy`` and its computed ``allocation``, whether the YAML or an override
+(``critic.backend=fsdp:d4``) gives it. A section the config leaves as the schema gives it
+(``backend: null``, nothing else set) is no engine, so a training-only or inference-only
+YAML stays what it is. (OmegaConf cannot type a section that is absent: Hydra's dotted
+overrides cannot pass through a null typed node.) The teacher's
 section follows the AReaL version whose rules apply: AReaL 2.0 types its two layouts
 (``teacher.rollout``, ``teacher.train``), AReaL 1.0 the flat section. Another engine
 section (any other section with a ``backend``) is typed by listing ``areal_engine`` at
@@ -117,6 +119,19 @@ class EngineConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """The GPUs available to the run."""
+
+    n_nodes: Annotated[int, AtLeastOne] = 1
+    n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
+    """0 for a CPU run: engines run as processes without GPUs"""
+    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] | None = None
+    """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
+    against it when the model shape is known; null: 80 GB is assumed and an engine that
+    would not fit is a warning, not an error"""
+
+
+@dataclass
 class ModelConfig:
     """Model shape for the layout checks and the memory check; null skips a check."""
 
@@ -151,19 +166,6 @@ class ModelConfig:
     hf_config: str | None = None
     """path of a Hugging Face config.json (or its directory); the keys above that are null
     are read from it"""
-
-
-@dataclass
-class ClusterConfig:
-    """The GPUs available to the run."""
-
-    n_nodes: Annotated[int, AtLeastOne] = 1
-    n_gpus_per_node: Annotated[int, Keywords(minimum=0)] = 8
-    """0 for a CPU run: engines run as processes without GPUs"""
-    gpu_memory_gb: Annotated[float, Keywords(exclusiveMinimum=0)] | None = None
-    """memory of one GPU in GB (10^9 bytes); every engine's per-GPU need is checked
-    against it when the model shape is known; null: 80 GB is assumed and an engine that
-    would not fit is a warning, not an error"""
 
 
 @dataclass
