@@ -194,16 +194,16 @@ _EXAMPLES = {"inference": ["sglang:d2t4"], "training": ["fsdp:d4t2", "megatron:d
 ENGINE_SECTION: Final[type] = config.EngineConfig
 
 
-def section_title(row: EngineRow) -> str:
-    """``ActorConfig``, ``TeacherRolloutConfig``: the definition of a version's engine row."""
-    return "".join(part.capitalize() for part in row.section.split(".")) + "Config"
+def section_title(section: str) -> str:
+    """``ActorConfig``, ``TeacherRolloutConfig``: the definition of an engine section."""
+    return "".join(part.capitalize() for part in section.split(".")) + "Config"
 
 
 def _row_section(row: EngineRow, section: JsonSchemaValue) -> JsonSchemaValue:
     """The engine section, with the backend rules of the version's engine ``row``."""
     names = ", ".join(n for n, r in BACKENDS.items() if r.kind == row.kind)
     out = copy.deepcopy(section)
-    out["title"] = section_title(row)
+    out["title"] = section_title(row.section)
     selected = (
         f", when teacher.engine_type is {row.engine_type}" if row.engine_type is not None else ""
     )
@@ -268,13 +268,13 @@ def json_schema(rules: AReaLVersion | None = None) -> dict[str, Any]:
     # row under a section (teacher.rollout) goes into that section's definition.
     engines: dict[str, JsonSchemaValue] = {}
     for row in rules.engines:
-        title = section_title(row)
+        title = section_title(row.section)
         defs[title] = _row_section(row, section)
         top, _, sub = row.section.partition(".")
         if not sub:
             engines[top] = _optional(title)
             continue
-        holder = section_title(EngineRow(row.name, top, row.kind, row.empty_backend))
+        holder = section_title(top)
         if holder not in defs:
             layouts = defs.pop(config.TeacherLayouts.__name__)
             defs[holder] = layouts | {"title": holder}

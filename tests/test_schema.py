@@ -363,7 +363,9 @@ def _schemas_of(cls: type) -> list[dict[str, Any]]:
         if cls is root:
             found.append(schema)
         elif cls is ENGINE_SECTION:
-            found += [schema["$defs"][section_title(row)] for row in VERSIONS[version].engines]
+            found += [
+                schema["$defs"][section_title(row.section)] for row in VERSIONS[version].engines
+            ]
         elif cls is dataclass_configs.TeacherLayouts:
             found.append(schema["$defs"]["TeacherConfig"])
         elif not issubclass(cls, dataclass_configs.AReaLConfig):
