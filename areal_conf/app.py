@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
 
 from areal_conf.errors import AllocationError
-from areal_conf.reading import unresolvable
+from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
 
 T = TypeVar("T")
 
@@ -53,6 +53,7 @@ def run_validated(
     * the ``areal`` launcher's list of invalid jobs: that list, exit 2;
     * an OmegaConf error (an interpolation that does not resolve, a missing ``???``
       value): its key (or the override that introduced it), the value and a fix, exit 2;
+    * a YAML file that does not parse: the file, line and column, exit 2;
     * any other error Hydra reports compactly: its message, exit 1, as Hydra does;
     * a closed stdout (``--help | head``): quietly, exit 1.
 
@@ -105,6 +106,8 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
         return text, EXIT_HYDRA
     if _is_omegaconf_error(exc):
         return _omegaconf_message(exc, argv), EXIT_INVALID
+    if is_yaml_error(exc):
+        return f"error: invalid config\n{unparsable_yaml(exc)}", EXIT_INVALID
     return None
 
 

@@ -20,6 +20,7 @@ from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
+from areal_conf.reading import is_yaml_error, unparsable_yaml
 from areal_conf.report import allocation_report, plan_report
 from areal_conf.settings import Settings
 
@@ -45,6 +46,15 @@ def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
             hint="give the primary config, e.g. --config conf/config.yaml",
         )
 
+    return compose_file(path, path.stem, overrides)
+
+
+def compose_file(
+    path: Path, config_name: str, overrides: Sequence[str] = (), *, shown: str | None = None
+) -> object:
+    """Compose ``config_name`` from the directory of ``path`` (the file that name should
+    find) with Hydra's compose API; Hydra's refusals and a YAML that does not parse are
+    one ``AllocationError`` about the file (named ``shown``, by default ``path``)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -53,20 +63,24 @@ def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
 
     try:
         with initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE):
-            return compose(config_name=path.stem, overrides=list(overrides))
+            return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
         detail = str(err).strip()
         cause = err.__cause__
         if cause is not None and str(cause).strip() and str(cause).strip() not in detail:
             detail += "\n" + str(cause).strip()
         raise AllocationError(
-            f"cannot compose {path}: {detail}",
+            f"cannot compose {shown or path}: {detail}",
             None,
             None,
             hint="check the overrides: key=value to change a key, +key=value to add one; "
             "quote values with special characters, e.g. "
             "\"actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'\"",
         ) from None
+    except Exception as err:
+        if is_yaml_error(err):
+            raise unparsable_yaml(err, path, shown) from None
+        raise
 
 
 def explain_config(

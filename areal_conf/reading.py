@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -159,6 +160,38 @@ def unresolvable(key: str | None, err: BaseException, written: object = None) ->
     error = AllocationError(where + reason, written, None, hint=hint)
     error.key = key
     return error
+
+
+def is_yaml_error(err: BaseException) -> bool:
+    """True for PyYAML's error about a file that does not parse (recognised by its class,
+    so that nothing here imports PyYAML)."""
+    return any(
+        cls.__module__ == "yaml.error" and cls.__name__ == "YAMLError" for cls in type(err).__mro__
+    )
+
+
+def unparsable_yaml(
+    err: BaseException, path: object = None, shown: str | None = None
+) -> AllocationError:
+    """The error for a YAML file that does not parse (PyYAML's error, read by its
+    attributes): the file (called ``shown`` when it is ``path``), the line and column,
+    PyYAML's reason."""
+    mark = getattr(err, "problem_mark", None)
+    name = str(getattr(mark, "name", None) or path or "a YAML file")
+    if (
+        shown is not None
+        and path is not None
+        and os.path.realpath(name) == os.path.realpath(str(path))
+    ):
+        name = shown
+    elif os.path.isabs(name) and not os.path.relpath(name).startswith(".."):
+        name = os.path.relpath(name)  # as the user wrote it, most of the time
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(err, "problem", None) or str(err).split("\n")[0]
+    return AllocationError(
+        f"cannot read {name}{where}: the YAML does not parse: {problem}",
+        hint="fix the YAML there; Hydra, and so AReaL, cannot load the file as it is",
+    )
 
 
 def is_mapping(value: Any) -> bool:
