@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from areal_conf.all_layouts import layouts
     from areal_conf.allocation import ModelAllocation, ParallelStrategy
     from areal_conf.app import run_validated
+    from areal_conf.areal_command import check_command
     from areal_conf.errors import AllocationError
     from areal_conf.legacy import migrate_allocation_mode
     from areal_conf.mesh import rank_groups
@@ -30,6 +31,7 @@ _EXPORTS = {
     "AllocationError": "areal_conf.errors",
     "ModelAllocation": "areal_conf.allocation",
     "ParallelStrategy": "areal_conf.allocation",
+    "check_command": "areal_conf.areal_command",
     "layouts": "areal_conf.all_layouts",
     "migrate_allocation_mode": "areal_conf.legacy",
     "parse_backend": "areal_conf.parser",
@@ -42,6 +44,7 @@ __all__ = [
     "AllocationError",
     "ModelAllocation",
     "ParallelStrategy",
+    "check_command",
     "layouts",
     "migrate_allocation_mode",
     "parse_backend",

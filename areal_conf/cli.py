@@ -1,5 +1,6 @@
-"""``python -m areal_conf``: explain a backend string, migrate a legacy allocation_mode,
-list every valid layout (``layouts``), print the config's JSON Schema (``schema``)."""
+"""``python -m areal_conf``: check, run or sweep an AReaL training command; explain a
+backend string or a config; migrate a legacy allocation_mode; list every valid layout
+(``layouts``); print the config's JSON Schema (``schema``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
-from areal_conf.report import memory_text
+from areal_conf.report import memory_text, plan_report
 from areal_conf.roles import ROLE_NAMES
 from areal_conf.settings import Settings, from_environment
 from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--yaml", action="store_true", help="print a YAML block instead")
     _add_version_option(migrate)
     migrate.set_defaults(run=_migrate)
+    _add_command_verbs(commands)
     _add_layouts_command(commands)
     schema = commands.add_parser(
         "schema", help="print a JSON Schema of the config for YAML editors"
@@ -164,6 +166,117 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_option(schema)
     schema.set_defaults(run=_schema)
     return parser
+
+
+_VERBS = {
+    "check": (
+        "check an AReaL training command: compose its --config as AReaL does, validate, "
+        "print the plan (exit 0, or 2 with the reason); nothing is started",
+        "",
+    ),
+    "run": (
+        "check an AReaL training command, then run it unchanged (its exit status is "
+        "passed through, signals are forwarded); nothing starts when the check fails",
+        "",
+    ),
+    "sweep": (
+        "sweep an AReaL training command over values in Hydra's sweep grammar "
+        "(actor.backend=fsdp:d8,fsdp:d4t2): every job is validated before any starts, "
+        "then each runs the command with its own overrides through a Hydra launcher",
+        " Hydra's options on the same command line (hydra/launcher=joblib, "
+        "hydra.launcher.*, hydra.sweep.dir=...) go to Hydra, not to AReaL. Each job's "
+        "directory of the sweep gets command.sh, allocation_plan.json and areal_job.json "
+        "(overrides, exit status). Exit status: 0 when every job exited 0, 1 otherwise, "
+        "2 when the sweep is invalid (nothing started).",
+    ),
+}
+
+
+def _add_command_verbs(commands: Any) -> None:
+    for verb, (summary, more) in _VERBS.items():
+        parser: argparse.ArgumentParser = commands.add_parser(
+            verb,
+            help=summary.split(":")[0],
+            usage=f"python -m areal_conf {verb} [OPTIONS] [--] AREAL_COMMAND ...",
+            description=f"{summary[0].upper()}{summary[1:]}.{more} areal-conf's own options "
+            "go before the AReaL command and are never passed to it, e.g. "
+            f"python -m areal_conf {verb} --gpu-memory-gb 141 -- python "
+            "examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
+            "scheduler.type=slurm",
+        )
+        parser.add_argument(
+            "--gpu-memory-gb",
+            type=float,
+            metavar="GB",
+            help="memory of one GPU in GB (10^9 bytes), default 80 "
+            "(environment: AREAL_CONF_GPU_MEMORY_GB)",
+        )
+        parser.add_argument(
+            "--model",
+            metavar="KEY=VALUE",
+            action="append",
+            default=[],
+            help="the model's shape when actor.path does not give it, one KEY=VALUE per "
+            "--model: hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a "
+            "Hugging Face id) or sizes such as num_layers=48 (environment: AREAL_CONF_MODEL)",
+        )
+        _add_version_option(parser)
+        if verb == "sweep":
+            parser.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="validate every job and print its command and plan; start nothing",
+            )
+        parser.add_argument(
+            "command",
+            nargs=argparse.REMAINDER,
+            metavar="AREAL_COMMAND",
+            help="the command you start AReaL with, as you type it: python DRIVER.py "
+            "--config YAML [OVERRIDE ...], or areal train run --config YAML --driver "
+            "MODULE:FUNC [OVERRIDE ...]",
+        )
+        parser.set_defaults(run=_run_verb, verb=verb)
+
+
+def _run_verb(args: argparse.Namespace) -> int:
+    from areal_conf.areal_command import checked_command, run_command
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    settings = settings_from(args)
+    if args.verb == "sweep":
+        return _sweep(command, settings, args.dry_run)
+    checked = checked_command(command, settings=settings)
+    print(plan_report(checked.plan))
+    if args.verb == "check":
+        return 0
+    sys.stdout.flush()
+    print(f"areal-conf: check passed, running {checked.command.line}", file=sys.stderr)
+    try:
+        return run_command(checked.command).status
+    except OSError as err:
+        print(f"error: cannot start {command[0]!r}: {err.strerror or err}", file=sys.stderr)
+        return 127 if isinstance(err, FileNotFoundError) else 126
+
+
+def _sweep(command: list[str], settings: Settings, dry_run: bool) -> int:
+    from areal_conf.areal_sweep import report_sweep_error, sweep_command
+
+    try:
+        return sweep_command(command, settings=settings, dry_run=dry_run)
+    except AllocationError:
+        raise
+    except KeyboardInterrupt:
+        print("sweep interrupted: the jobs after the running one were not started", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        reported = report_sweep_error(exc)
+        if reported is None:
+            raise
+        message, status = reported
+        print(message, file=sys.stderr)
+        return status
 
 
 def _add_version_option(parser: argparse.ArgumentParser) -> None:
@@ -314,8 +427,10 @@ def _schema(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.run(args)
+        status = args.run(args)
         sys.stdout.flush()
+        if isinstance(status, int):
+            return status
     except AllocationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

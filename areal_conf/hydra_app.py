@@ -16,7 +16,6 @@ def unvalidated_sweep_warning() -> str | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from hydra_plugins.areal_conf_plugin.areal_configs import INNER_ALIASES
     from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET
 
     if not HydraConfig.initialized():
@@ -27,17 +26,28 @@ def unvalidated_sweep_warning() -> str | None:
     if hydra_cfg.launcher.get("_target_") == TARGET:
         return None
     choice = hydra_cfg.runtime.choices.get("hydra/launcher") or "basic"
-    if choice == "basic":
-        fix = "hydra/launcher=areal"
-    elif choice in INNER_ALIASES:  # it has a short hydra/launcher=areal_<name>
-        fix = f"hydra/launcher=areal_{choice}"
-    else:
-        fix = f"hydra/launcher=areal hydra/launcher@hydra.launcher.launcher={choice}"
+    fix = " ".join(validating_launcher(choice))
     return (
         f"this sweep was launched by hydra/launcher={choice}, which does not validate it "
         "first: each job checks its own allocation only when it runs. To check every job "
         f"before any starts, use {fix}"
     )
+
+
+def validating_launcher(choice: str) -> list[str]:
+    """The overrides that launch through the validating launcher what the launcher
+    ``choice`` (a name of Hydra's ``hydra/launcher`` group) would launch: ``basic`` is
+    ``hydra/launcher=areal``, an inner launcher with a short name ``areal_<name>``, any
+    other ``areal`` with it as the inner launcher; an ``areal`` choice stays."""
+    from hydra_plugins.areal_conf_plugin.areal_configs import INNER_ALIASES
+
+    if choice == "areal" or choice.startswith("areal_"):
+        return [f"hydra/launcher={choice}"]
+    if choice == "basic":
+        return ["hydra/launcher=areal"]
+    if choice in INNER_ALIASES:  # it has a short hydra/launcher=areal_<name>
+        return [f"hydra/launcher=areal_{choice}"]
+    return ["hydra/launcher=areal", f"hydra/launcher@hydra.launcher.launcher={choice}"]
 
 
 def app_config_path(default: str, argv: Sequence[str] | None = None) -> str | None:

@@ -18,7 +18,9 @@ areal-conf's own application configs (those listing ``areal_schema``) may also s
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -82,3 +84,25 @@ def from_environment(
         model=model,
         model_from=MODEL_ENV if model else "",
     )
+
+
+_IN_FORCE: ContextVar[Settings | None] = ContextVar("areal_conf_settings", default=None)
+
+
+@contextmanager
+def in_force(settings: Settings) -> Iterator[None]:
+    """Within the block, a validation given no settings uses ``settings`` instead of the
+    environment's: how areal-conf's command-line options reach the checks a Hydra
+    launcher makes in this process (``python -m areal_conf sweep --gpu-memory-gb 141``)."""
+    token = _IN_FORCE.set(settings)
+    try:
+        yield
+    finally:
+        _IN_FORCE.reset(token)
+
+
+def default_settings(*, areal_version: str | None = None) -> Settings:
+    """The settings of a validation given none: those :func:`in_force`, else the
+    environment's (with ``areal_version`` from a command line)."""
+    given = _IN_FORCE.get()
+    return given if given is not None else from_environment(areal_version=areal_version)

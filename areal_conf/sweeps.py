@@ -125,9 +125,10 @@ def engine_layouts(
     fault, when a default cannot be derived or no layout is valid.
     """
     from areal_conf.parser import parse_backend
-    from areal_conf.settings import from_environment
+    from areal_conf.settings import default_settings
 
-    run = read_config(cfg, choose_rules().rules)
+    settings = default_settings()
+    run = read_config(cfg, choose_rules(settings.areal_version).rules)
     engine = check_engine(engine, run)
     if backend is None or gpus is None:
         section = run.engines.get(engine)
@@ -166,7 +167,6 @@ def engine_layouts(
         max_tp = run.cluster.n_gpus_per_node
     row = run.engines[engine].row if engine in run.engines else None
     check_engine_kind(engine, backend, row.kind if row is not None else None)
-    settings = from_environment()
     actor = run.actor
     model = resolve_model(
         run.model, actor.path if actor is not None else None, settings.model, settings.model_from

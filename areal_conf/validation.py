@@ -33,7 +33,7 @@ from areal_conf.checks import (
 from areal_conf.errors import AllocationError
 from areal_conf.plan import Plan
 from areal_conf.reading import EngineSection, RunConfig, read_allocation_mode, read_config
-from areal_conf.settings import Settings, from_environment
+from areal_conf.settings import Settings, default_settings
 
 Step = Callable[[Context], None]
 
@@ -118,10 +118,11 @@ def validate(
     does; otherwise ``AREAL_CONF_AREAL_VERSION``, the installed ``areal`` or the newest
     supported version decide. ``settings`` are areal-conf's other knobs (a GPU's memory,
     the model's shape); by default they come from the environment
-    (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_MODEL``).
+    (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_MODEL``), or from the command line of
+    ``python -m areal_conf sweep`` while it runs.
     """
     if settings is None:
-        settings = from_environment(areal_version=areal_version)
+        settings = default_settings(areal_version=areal_version)
     choice = choose_rules(settings.areal_version or areal_version)
     legacy = read_allocation_mode(cfg) if isinstance(cfg, Mapping) else ""
     if legacy not in (None, ""):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import compose_config, run_python
+from _helpers import compose_config, run_python, user_env
 
 from areal_conf import AllocationError, validate
 from areal_conf.legacy import migration_yaml
@@ -287,3 +287,41 @@ def test_areal_conf_installed_changes_no_verdict() -> None:
         ]
     assert len(runs) >= 40  # the examples were found
     assert differ == []
+
+
+def test_each_job_of_a_sweep_is_a_command_line_areal_loads(tmp_path: Path) -> None:
+    """``python -m areal_conf sweep`` runs each job's AReaL command; here the driver of
+    that command hands its arguments to AReaL's real loader (tests/areal_loader_driver.py),
+    so every job's command line, as areal-conf wrote it, must load in AReaL. Values that
+    need Hydra's quoting (a hybrid layout) are among them."""
+    yaml = EXAMPLES / "math" / "gsm8k_grpo_megatron.yaml"
+    backends = ["megatron:d4", "megatron:d2t2", "megatron:(attn:d2t2|ffn:d2t2)"]
+    sweep = "actor.backend=" + ",".join(f"'{b}'" if "(" in b else b for b in backends)
+    runs, sweep_dir = tmp_path / "runs", tmp_path / "sweep"
+    out = run_python(
+        "-m",
+        "areal_conf",
+        "sweep",
+        "--",
+        str(PYTHON),
+        "tests/areal_loader_driver.py",
+        "--config",
+        str(yaml),
+        "scheduler.type=local",
+        "rollout.backend=sglang:d4,sglang:d2t2",
+        sweep,
+        f"hydra.sweep.dir={sweep_dir}",
+        env=user_env(
+            STANDIN_OUT=str(runs), AREAL_LOADER_SCRIPT=str(LOADER), AREAL_LOADER_SRC=str(SRC)
+        ),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    verdicts = [json.loads(p.read_text()) for p in runs.glob("*.json")]
+    assert len(verdicts) == 6
+    assert all(v["ok"] for v in verdicts), [v["error_first_line"] for v in verdicts]
+    commands = [
+        json.loads((sweep_dir / str(n) / "areal_job.json").read_text())["command"] for n in range(6)
+    ]
+    assert {c[-1] for c in commands} == {
+        f"actor.backend={b}" if "(" not in b else f"actor.backend='{b}'" for b in backends
+    }

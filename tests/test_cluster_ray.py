@@ -310,3 +310,47 @@ def test_invalid_sweep_starts_no_ray_task(head_env: RayHead, tmp_path: Path) -> 
     after = head_env.state()
     assert after["tasks"].keys() == before["tasks"].keys()
     assert after["drivers"] == before["drivers"]
+
+
+# ------------------------------------------------------------------ an AReaL command
+
+
+def test_sweep_of_an_areal_command_runs_each_job_on_ray(ray_dir: Path, tmp_path: Path) -> None:
+    """``python -m areal_conf sweep ... hydra/launcher=ray``: each job's AReaL command runs
+    in a Ray worker of a local Ray the launcher starts; the launcher's options are written
+    as for the ray launcher alone."""
+    temp_dir = ray_dir / "areal-command"
+    runs, sweep_dir = tmp_path / "runs", tmp_path / "sweep"
+    backends = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
+    env = {**ray_env(ray_dir), "STANDIN_OUT": str(runs)}
+    out = run(
+        [
+            sys.executable,
+            "-m",
+            "areal_conf",
+            "sweep",
+            sys.executable,
+            "tests/standin_driver.py",
+            "--config",
+            "tests/fixtures/areal2/examples/math/gsm8k_grpo_megatron.yaml",
+            "scheduler.type=local",
+            f"actor.backend={','.join(backends)}",
+            "hydra/launcher=ray",
+            "+hydra.launcher.ray.init.num_cpus=2",
+            f"+hydra.launcher.ray.init._temp_dir={temp_dir}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "areal launcher: 3 jobs valid, launching with RayLauncher" in out.stdout + out.stderr
+    assert len(sessions(temp_dir)) == 1
+    received = [json.loads(p.read_text()) for p in runs.glob("*.json")]
+    assert sorted(r["overrides"] for r in received) == sorted(
+        ["scheduler.type=local", f"actor.backend={b}"] for b in backends
+    )
+    assert [
+        json.loads((sweep_dir / str(n) / "areal_job.json").read_text())["exit_status"]
+        for n in range(3)
+    ] == [0, 0, 0]

@@ -300,3 +300,74 @@ def test_job_that_raises_is_reported_as_submitit_reports_it(app: Path, tmp_path:
             "RuntimeError: task failed on purpose on fsdp:d4t2",
         ],
     )
+
+
+# ------------------------------------------------------------------ an AReaL command
+
+FIXTURE = "tests/fixtures/areal2/examples/math/gsm8k_grpo_megatron.yaml"
+DRIVER = [sys.executable, "tests/standin_driver.py", "--config", FIXTURE, "scheduler.type=local"]
+
+
+def sweep_areal_command(values: str, tmp_path: Path) -> tuple[object, Path]:
+    """``python -m areal_conf sweep`` of the stand-in driver over ``actor.backend``, each
+    job an sbatch job; what the drivers received lands in ``tmp_path/runs``."""
+    runs = tmp_path / "runs"
+    env = {**job_env(), "STANDIN_OUT": str(runs)}
+    out = run(
+        [
+            sys.executable,
+            "-m",
+            "areal_conf",
+            "sweep",
+            *DRIVER,
+            f"actor.backend={values}",
+            "hydra/launcher=submitit_slurm",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    return out, runs
+
+
+@pytest.mark.usefixtures("slurm")
+def test_sweep_of_an_areal_command_is_one_slurm_job_per_training_run(tmp_path: Path) -> None:
+    backends = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
+    before = slurm_state()
+    out, runs = sweep_areal_command(",".join(backends), tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    received = sorted(
+        (json.loads(p.read_text()) for p in runs.glob("*.json")), key=lambda r: r["started"]
+    )
+    # each training run got exactly its overrides, inside a Slurm job of its own
+    assert sorted(r["overrides"][-1] for r in received) == sorted(
+        f"actor.backend={b}" for b in backends
+    )
+    assert all(r["overrides"][:-1] == ["scheduler.type=local"] for r in received)
+    job_ids = [r["slurm_job_id"] for r in received]
+    assert all(job_ids) and len(set(job_ids)) == 3
+    sweep_dir = tmp_path / "sweep"
+    for num in range(3):
+        record = json.loads((sweep_dir / str(num) / "areal_job.json").read_text())
+        assert record["exit_status"] == 0
+    # Slurm's accounting: one completed job per sweep job, and nothing else
+    end = time.monotonic() + 60
+    after = slurm_state()
+    while len(after.accounted - before.accounted) < 3 and time.monotonic() < end:
+        time.sleep(0.5)
+        after = slurm_state()
+    new = sorted(after.accounted - before.accounted)
+    assert len(new) == 3, new
+    assert set(accounting(new, "COMPLETED").values()) == {("COMPLETED", "0:0")}
+
+
+@pytest.mark.usefixtures("slurm")
+def test_refused_sweep_of_an_areal_command_submits_nothing(tmp_path: Path) -> None:
+    before = slurm_state()
+    out, runs = sweep_areal_command("megatron:d4,megatron:d2t2,megatron:t4,megatron:d8", tmp_path)
+    assert out.returncode == 2
+    assert "#3 scheduler.type=local actor.backend=megatron:d8" in out.stderr
+    assert "Traceback" not in out.stderr
+    time.sleep(1)  # a submission would reach accounting within this
+    assert slurm_state() == before
+    assert not runs.exists()

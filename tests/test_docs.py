@@ -17,6 +17,7 @@ against the parser too.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ import yaml
 from _helpers import ROOT
 from omegaconf import OmegaConf
 
-from areal_conf import AllocationError, parse_backend, validate
+from areal_conf import AllocationError, check_command, parse_backend, validate
 from areal_conf.areal_versions import SUPPORTED
 
 DOC = ROOT / "docs" / "backend-strings.md"
@@ -34,9 +35,13 @@ CATALOGUE_HEADING = "## Error catalogue"
 SECTION_OF_KIND = {
     "backend": ("### Backend string errors",),
     "config": ("### Config errors", "### AReaL 2.0 errors"),
+    "command": ("### AReaL command errors",),
 }
+#: Where the command entries run: it holds the files they name.
+COMMANDS_DIR = ROOT / "tests" / "fixtures" / "commands"
 
 _INPUT_LINE = re.compile(r"^Input: `(backend: .*)`$", re.M)
+_COMMAND_LINE = re.compile(r"^Command: `(.*)`$", re.M)
 _RULES_LINE = re.compile(r"^Rules: (.*)$", re.M)
 _SCHEMA_LINE = re.compile(r"^Config: areal_schema$", re.M)
 # The value of a Rules: line, and the version it asks validate for.
@@ -58,16 +63,24 @@ class Entry:
 
 def _parse_entry(title: str, section: str, body: str) -> Entry:
     inputs = _INPUT_LINE.findall(body)
+    commands = _COMMAND_LINE.findall(body)
     blocks = _FENCE.findall(body)
     yaml_blocks = [text for lang, text in blocks if lang == "yaml"]
     text_blocks = [text for lang, text in blocks if lang == "text"]
     fixes = re.findall(r"^Fix: (.+)", body, flags=re.M)
     rules = _RULES_LINE.findall(_FENCE.sub("", body))  # outside the input and the message
-    if len(inputs) + len(yaml_blocks) != 1:
-        raise AssertionError(f"{title!r}: needs exactly one input (Input: line or yaml block)")
+    if len(inputs) + len(commands) + len(yaml_blocks) != 1:
+        raise AssertionError(
+            f"{title!r}: needs exactly one input (Input: line, Command: line or yaml block)"
+        )
     if len(text_blocks) != 1 or len(fixes) != 1:
         raise AssertionError(f"{title!r}: needs exactly one text block and one Fix: line")
-    kind, source = ("backend", inputs[0]) if inputs else ("config", yaml_blocks[0])
+    if inputs:
+        kind, source = "backend", inputs[0]
+    elif commands:
+        kind, source = "command", commands[0]
+    else:
+        kind, source = "config", yaml_blocks[0]
     version = None
     if rules:
         found = _RULES_VALUE.fullmatch(rules[0].strip())
@@ -108,6 +121,7 @@ def _lines(message: str) -> list[str]:
 def test_the_catalogue_has_entries_of_every_kind_with_unique_titles() -> None:
     assert len(BY_KIND["backend"]) >= 30
     assert len(BY_KIND["config"]) >= 30
+    assert len(BY_KIND["command"]) >= 10
     titles = [e.title for e in ENTRIES]
     assert len(titles) == len(set(titles))
 
@@ -140,6 +154,13 @@ def test_config_error_is_printed_as_documented(entry: Entry) -> None:
         cfg = OmegaConf.merge(schema_node(), cfg)
     with pytest.raises(AllocationError) as caught:
         validate(cfg, areal_version=entry.areal_version)
+    assert _lines(str(caught.value)) == _lines(entry.message)
+
+
+@pytest.mark.parametrize("entry", BY_KIND["command"], ids=[e.title for e in BY_KIND["command"]])
+def test_command_error_is_printed_as_documented(entry: Entry) -> None:
+    with pytest.raises(AllocationError) as caught:
+        check_command(shlex.split(entry.source), cwd=COMMANDS_DIR)
     assert _lines(str(caught.value)) == _lines(entry.message)
 
 

@@ -33,7 +33,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "areal_conf.settings",
     ),
     ("areal_conf.strategy",),
-    ("areal_conf.allocation", "areal_conf.overrides"),
+    (
+        "areal_conf.allocation",
+        "areal_conf.overrides",
+        "areal_conf.areal_argv",
+        "areal_conf.process",
+    ),
     ("areal_conf.grammar",),
     ("areal_conf.legacy",),
     ("areal_conf.parser",),
@@ -54,9 +59,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.hydra_compat",),
     ("areal_conf.explain",),
     ("areal_conf.app",),
+    ("areal_conf.areal_command",),
     ("areal_conf.config", "areal_conf.resolvers"),
     ("areal_conf.schema",),
-    ("areal_conf.cli", "areal_conf.__main__"),
     ("areal_conf",),
     ("hydra_plugins.areal_conf_plugin", "hydra_plugins.areal_conf_plugin.areal_launcher"),
     (
@@ -67,6 +72,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hydra_plugins.areal_conf_plugin._core", "hydra_plugins.areal_conf_plugin._sweeper_core"),
     ("hydra_plugins.areal_conf_plugin.areal_layouts_sweeper",),
     ("areal_conf.hydra_app",),
+    ("areal_conf.areal_sweep",),
+    ("areal_conf.cli", "areal_conf.__main__"),
 )
 
 #: The imports that point up the layers, each for a reason.
@@ -100,6 +107,8 @@ HYDRA_FACING = (
     "areal_conf.hydra_compat",
     "areal_conf.hydra_app",
     "areal_conf.explain",
+    "areal_conf.areal_command",
+    "areal_conf.areal_sweep",
     "areal_conf.cli",
 )
 

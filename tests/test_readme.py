@@ -60,6 +60,8 @@ def test_readme_console_block(example: Example, tmp_path: Path) -> None:
     command, expected, status = example.command, example.expected, example.status
     if command.startswith("python train.py") and "--cfg" not in command:
         command += f" hydra.run.dir={tmp_path}/outputs/run"  # keep the checkout clean
+    if command.startswith("python -m areal_conf sweep"):
+        command += f" hydra.sweep.dir={tmp_path}/multirun"
     out = run_shell(command + " 2>&1")
     got = out.stdout.rstrip("\n").split("\n")
     assert len(got) == len(expected), out.stdout

@@ -158,8 +158,13 @@ def launch(
         for overrides in batch:
             loader.release(overrides)
         loader.release_unclaimed()
+        # A task function may say what its job would do (areal-conf's sweep of an AReaL
+        # command: the command and the plan).
+        detail = getattr(task_function, "dry_run_detail", None)
         for job in jobs:
             print(dry_run_line(job.num, job.overrides, job.plan), flush=True)
+            if callable(detail) and job.plan is not None:
+                print(detail(job.overrides, job.plan), flush=True)
         return []
 
     inner_master = _with_launcher(config, inner_launcher)
