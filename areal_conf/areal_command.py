@@ -115,7 +115,7 @@ def _no_such_key(
     rest = [o for i, o in enumerate(overrides) if i != n]
     parent_key, _, leaf = key.rpartition(".")
     try:
-        composed = compose_file(path, name, rest)
+        composed: Any = compose_file(path, name, rest)
         parent = OmegaConf.select(composed, parent_key) if parent_key else composed
     except (AllocationError, ValueError):
         parent = None
