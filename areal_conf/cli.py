@@ -34,11 +34,20 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if version is not None:
         supported_version(version, where="--areal-version")
     gb = getattr(args, "gpu_memory_gb", None)
+    gb_from = "--gpu-memory-gb"
+    gpu = getattr(args, "gpu", None)
+    if gpu is not None:
+        from areal_conf.hardware import hardware
+
+        known = hardware(gpu, "--gpu")
+        if gb is None:
+            gb, gb_from = known.hbm_gb, f"--gpu {gpu}"
     model = parse_model_args(getattr(args, "model", None) or [])
     return Settings(
         areal_version=version,
+        gpu=gpu if gpu is not None else env.gpu,
         gpu_memory_gb=gb if gb is not None else env.gpu_memory_gb,
-        gpu_memory_from="--gpu-memory-gb" if gb is not None else env.gpu_memory_from,
+        gpu_memory_from=gb_from if gb is not None else env.gpu_memory_from,
         model=model or env.model,
         model_from="--model" if model else env.model_from,
     )
@@ -144,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --config: memory of one GPU in GB (10^9 bytes), default 80 "
         "(environment: AREAL_CONF_GPU_MEMORY_GB)",
     )
+    _add_gpu_option(explain)
     _add_version_option(explain)
     explain.set_defaults(run=_explain)
     migrate = commands.add_parser(
@@ -211,6 +221,7 @@ def _add_command_verbs(commands: Any) -> None:
             help="memory of one GPU in GB (10^9 bytes), default 80 "
             "(environment: AREAL_CONF_GPU_MEMORY_GB)",
         )
+        _add_gpu_option(parser)
         parser.add_argument(
             "--model",
             metavar="KEY=VALUE",
@@ -277,6 +288,17 @@ def _sweep(command: list[str], settings: Settings, dry_run: bool) -> int:
         message, status = reported
         print(message, file=sys.stderr)
         return status
+
+
+def _add_gpu_option(parser: argparse.ArgumentParser) -> None:
+    from areal_conf.hardware import HARDWARE
+
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=f"the GPU by name ({', '.join(HARDWARE)}): its memory counts unless "
+        "--gpu-memory-gb is given (environment: AREAL_CONF_GPU)",
+    )
 
 
 def _add_version_option(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,8 @@ or from the environment, which train.py, the launcher and ``validate`` read:
 
 - ``AREAL_CONF_AREAL_VERSION``: the AReaL version whose rules apply (``1.0``, ``2.0``);
 - ``AREAL_CONF_GPU_MEMORY_GB``: memory of one GPU in GB (10^9 bytes), default 80;
+- ``AREAL_CONF_GPU``: the GPU by name (``a100``, ``h100``, ``h200``, ``b200``), whose
+  memory counts when ``AREAL_CONF_GPU_MEMORY_GB`` is not given;
 - ``AREAL_CONF_MODEL``: the model's shape for the layout and memory checks: a
   ``config.json``, a model directory or a Hugging Face id (by default the shape comes
   from ``actor.path``).
@@ -27,6 +29,7 @@ from typing import Any, Final
 from areal_conf.errors import AllocationError
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
+GPU_ENV: Final = "AREAL_CONF_GPU"
 MODEL_ENV: Final = "AREAL_CONF_MODEL"
 
 
@@ -37,10 +40,12 @@ class Settings:
     ``areal_version`` is what ``--areal-version`` asked for (the environment variable is
     read by :func:`areal_conf.areal_versions.choose_rules`); ``model`` holds model-section
     keys (``hf_config`` a file, directory or Hugging Face id; sizes such as
-    ``num_layers``) with ``model_from`` naming where they came from.
+    ``num_layers``) with ``model_from`` naming where they came from; ``gpu`` the GPU by
+    its name in ``areal_conf.hardware.HARDWARE``.
     """
 
     areal_version: str | None = None
+    gpu: str | None = None
     gpu_memory_gb: float | None = None
     gpu_memory_from: str = ""
     model: Mapping[str, Any] = field(default_factory=dict)
@@ -75,12 +80,21 @@ def from_environment(
     env = os.environ if environ is None else environ
     gb_text = env.get(GPU_MEMORY_ENV, "")
     gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
+    gb_from = GPU_MEMORY_ENV if gpu_gb is not None else ""
+    gpu = env.get(GPU_ENV, "") or None
+    if gpu is not None:
+        from areal_conf.hardware import hardware
+
+        known = hardware(gpu, GPU_ENV)
+        if gpu_gb is None:
+            gpu_gb, gb_from = known.hbm_gb, f"{GPU_ENV}={gpu}"
     model_text = env.get(MODEL_ENV, "")
     model = {"hf_config": model_text} if model_text else {}
     return Settings(
         areal_version=areal_version,
+        gpu=gpu,
         gpu_memory_gb=gpu_gb,
-        gpu_memory_from=GPU_MEMORY_ENV if gpu_gb is not None else "",
+        gpu_memory_from=gb_from,
         model=model,
         model_from=MODEL_ENV if model else "",
     )

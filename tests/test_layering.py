@@ -26,6 +26,7 @@ PACKAGES = ("areal_conf", "hydra_plugins.areal_conf_plugin")
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "areal_conf.errors",
+        "areal_conf.hardware",
         "areal_conf.backends",
         "areal_conf.roles",
         "areal_conf.progress",

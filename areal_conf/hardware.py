@@ -1,0 +1,66 @@
+"""The GPUs areal-conf knows by name, with the numbers of their data sheets.
+
+``HARDWARE`` maps a name (``a100``, ``h100``, ``h200``, ``b200``) to a frozen
+:class:`Hardware`; change a number with ``dataclasses.replace(HARDWARE["h100"],
+inter_node_gb_per_s=25.0)``. ``--gpu NAME`` (``AREAL_CONF_GPU``) gives areal-conf the
+memory of one GPU from here.
+
+Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
+
+- A100 SXM4 80 GB: 312 TFLOPS dense BF16, 80 GB HBM2e at 2.039 TB/s, NVLink 3 600 GB/s
+  (both directions together, so 300 one way); DGX A100 has one 200 Gb/s HDR InfiniBand
+  port per GPU (25 GB/s).
+- H100 SXM5: 989 TFLOPS dense BF16, 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s (450 one
+  way); DGX H100 has one 400 Gb/s NDR port per GPU (50 GB/s).
+- H200 SXM: H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
+- B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
+  GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
+  one 400 Gb/s port per GPU (50 GB/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from areal_conf.errors import AllocationError
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU: ``peak_tflops`` dense BF16 tensor throughput, ``hbm_gb`` its memory (GB,
+    10^9 bytes), ``hbm_tb_per_s`` the memory's bandwidth, and the bandwidth per GPU, one
+    direction, to a GPU of its node (``intra_node_gb_per_s``, NVLink) and of another
+    node (``inter_node_gb_per_s``, the network)."""
+
+    name: str
+    peak_tflops: float
+    hbm_gb: float
+    hbm_tb_per_s: float
+    intra_node_gb_per_s: float
+    inter_node_gb_per_s: float
+
+
+HARDWARE: dict[str, Hardware] = {
+    "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0),
+    "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0),
+    "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0),
+    "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0),
+}
+
+
+def hardware(gpu: str | Hardware, where: str = "gpu") -> Hardware:
+    """``gpu`` as a :class:`Hardware`: one given, or the entry of ``HARDWARE`` it names
+    (any case); an AllocationError naming ``where`` for a name areal-conf does not know."""
+    if isinstance(gpu, Hardware):
+        return gpu
+    found = HARDWARE.get(str(gpu).strip().lower()) if isinstance(gpu, str) else None
+    if found is None:
+        names = ", ".join(HARDWARE)
+        raise AllocationError(
+            f"{where}: {gpu!r} is not a GPU areal-conf knows (it knows {names})",
+            gpu if isinstance(gpu, str) else None,
+            None,
+            hint="give one of those names, or the memory of one GPU instead, e.g. "
+            "--gpu-memory-gb 141 (AREAL_CONF_GPU_MEMORY_GB=141)",
+        )
+    return found
