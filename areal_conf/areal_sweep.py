@@ -127,8 +127,9 @@ def sweep_command(
     cwd: str | os.PathLike[str] | None = None,
 ) -> int:
     """Sweep the AReaL command ``argv``; the exit status: 0 when every job's driver
-    exited 0 (and for a dry run), 1 when any did not. An invalid sweep (a job that does
-    not validate, an argument that cannot be read) raises before any job starts."""
+    exited 0 (and for a dry run, and for a sweeper that reports no job results), 1 when
+    any did not. An invalid sweep (a job that does not validate, an argument that cannot
+    be read) raises before any job starts."""
     from areal_conf.settings import default_settings
 
     command = parse_areal_command(argv, cwd)
@@ -145,8 +146,11 @@ def sweep_command(
     if dry_run:
         return 0
     rows = job_rows(returns)
+    if not rows:  # a sweeper that returns no job results (Optuna, Nevergrad, ...)
+        print(f"sweep: done; each job's exit status is in its {JOB_FILE}", flush=True)
+        return 0
     print(summary(rows), flush=True)
-    return 0 if rows and all(status == 0 for _, _, status, _ in rows) else 1
+    return 0 if all(status == 0 for _, _, status, _ in rows) else 1
 
 
 def validated_launch(options: Sequence[str]) -> list[str]:
