@@ -376,33 +376,49 @@ def test_run_forwards_signals_to_the_driver(
     assert _signals_seen(tmp_path) == [sig.name]  # forwarded, once
 
 
-@pytest.mark.e2e
-def test_ctrl_c_at_a_terminal_reaches_the_driver_once(tmp_path: Path) -> None:
-    """Ctrl-C reaches every process of the terminal's foreground group, the driver
-    included; areal-conf must not send it a second one."""
-    env = user_env(STANDIN_OUT=str(tmp_path), STANDIN_WAIT="60")
-    argv = [sys.executable, "-m", "areal_conf", "run", *DRIVER, "scheduler.type=local"]
+def _ctrl_c_at_a_terminal(argv: list[str], env: dict[str, str], ready: Path) -> tuple[int, str]:
+    """Run ``argv`` on a terminal of its own (a pty), type Ctrl-C there once the driver
+    is ready, and return its exit status and what it printed."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: a new session whose terminal is the pty
         os.chdir(ROOT)
         os.execvpe(argv[0], argv, env)
+    shown = b""
     try:
         end = time.monotonic() + SUBPROCESS_TIMEOUT
-        while not list(tmp_path.glob("*.ready")) and time.monotonic() < end:
+        while not list(ready.glob("*.ready")) and time.monotonic() < end:
             if select.select([fd], [], [], 0.05)[0]:
-                os.read(fd, 65536)
+                shown += os.read(fd, 65536)
         os.write(fd, b"\x03")  # the terminal's interrupt character
-        while True:  # drain the terminal until areal-conf ends
+        while True:  # drain the terminal until the process ends
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
             if select.select([fd], [], [], 0.05)[0]:
                 with contextlib.suppress(OSError):  # the terminal closed as it ended
-                    os.read(fd, 65536)
+                    shown += os.read(fd, 65536)
     finally:
         os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 130
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("verb", ["run", "sweep"])
+def test_ctrl_c_at_a_terminal_reaches_the_driver_once(verb: str, tmp_path: Path) -> None:
+    """Ctrl-C reaches every process of the terminal's foreground group, the driver
+    included; areal-conf must not send it a second one. In a sweep it also stops the
+    sweep: the jobs after the running one never start."""
+    env = user_env(STANDIN_OUT=str(tmp_path), STANDIN_WAIT="60")
+    argv = [sys.executable, "-m", "areal_conf", verb, *DRIVER, "scheduler.type=local"]
+    if verb == "sweep":
+        argv += [f"actor.backend={','.join(LAYOUTS)}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    status, shown = _ctrl_c_at_a_terminal(argv, env, tmp_path)
+    assert status == 130, shown
     assert _signals_seen(tmp_path) == ["SIGINT"]
+    assert len(started(tmp_path)) == 1
+    if verb == "sweep":
+        assert "sweep interrupted: the jobs after the running one were not started" in shown
+        assert "Traceback" not in shown
 
 
 # ------------------------------------------------------------------ sweeping it
@@ -567,3 +583,26 @@ def test_sweep_of_every_layout_with_the_layouts_sweeper(tmp_path: Path) -> None:
 
     expected = layouts("megatron", 4, model={"hf_config": "Qwen/Qwen2.5-1.5B-Instruct"}, max_tp=8)
     assert [c.rsplit("actor.backend=", 1)[1].strip("'\"") for c in commands] == expected
+
+
+@pytest.mark.e2e
+def test_sigterm_to_a_sweep_stops_the_running_job_and_the_sweep(tmp_path: Path) -> None:
+    runs, sweep_dir = tmp_path / "runs", tmp_path / "sweep"
+    argv = [sys.executable, "-m", "areal_conf", "sweep", *DRIVER, "scheduler.type=local"]
+    argv += [f"actor.backend={','.join(LAYOUTS)}", f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=user_env(STANDIN_OUT=str(runs), STANDIN_WAIT="60"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    runs.mkdir()
+    _wait_ready(runs, proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=SUBPROCESS_TIMEOUT) == 143
+    assert len(started(runs)) == 1  # the jobs after it never started
+    assert _signals_seen(runs) == ["SIGTERM"]
+    record = job_record(sweep_dir, 0)
+    assert (record["exit_status"], record["signals"]) == (143, ["SIGTERM"])
+    assert not (sweep_dir / "1").exists()
