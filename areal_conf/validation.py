@@ -118,8 +118,8 @@ def validate(
     does; otherwise ``AREAL_CONF_AREAL_VERSION``, the installed ``areal`` or the newest
     supported version decide. ``settings`` are areal-conf's other knobs (a GPU's memory,
     the model's shape); by default they come from the environment
-    (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_MODEL``), or from the command line of
-    ``python -m areal_conf sweep`` while it runs.
+    (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_GPU``, ``AREAL_CONF_MODEL``), or from the
+    command line of ``python -m areal_conf sweep`` while it runs.
     """
     if settings is None:
         settings = default_settings(areal_version=areal_version)
