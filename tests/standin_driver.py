@@ -52,6 +52,14 @@ def parse_cli_args(argv: list[str]) -> tuple[object, Path, list[str]]:
     return cfg, config_file, overrides
 
 
+def slurm_job() -> str | None:
+    """The Slurm job this runs in, as sacct names it (``12_0`` for a task of array 12)."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
 def args_config(argv: list[str]) -> str:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--config")
@@ -68,7 +76,7 @@ def main(argv: list[str]) -> int:
         "config": str(config_file),
         "overrides": overrides,
         "values": {key: OmegaConf.select(cfg, key, default=None) for key in REPORTED},
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": slurm_job(),
         "marker": os.environ.get("STANDIN_MARKER"),
     }
     print(f"stand-in driver: loaded {args_config(argv)} with {' '.join(overrides)}", flush=True)

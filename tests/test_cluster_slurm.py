@@ -333,7 +333,7 @@ def sweep_areal_command(values: str, tmp_path: Path) -> tuple[object, Path]:
 @pytest.mark.usefixtures("slurm")
 def test_sweep_of_an_areal_command_is_one_slurm_job_per_training_run(tmp_path: Path) -> None:
     backends = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
-    before = slurm_state()
+    before = settled_state()
     out, runs = sweep_areal_command(",".join(backends), tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     received = sorted(
@@ -350,20 +350,33 @@ def test_sweep_of_an_areal_command_is_one_slurm_job_per_training_run(tmp_path: P
     for num in range(3):
         record = json.loads((sweep_dir / str(num) / "areal_job.json").read_text())
         assert record["exit_status"] == 0
-    # Slurm's accounting: one completed job per sweep job, and nothing else
-    end = time.monotonic() + 60
-    after = slurm_state()
-    while len(after.accounted - before.accounted) < 3 and time.monotonic() < end:
-        time.sleep(0.5)
-        after = slurm_state()
-    new = sorted(after.accounted - before.accounted)
-    assert len(new) == 3, new
-    assert set(accounting(new, "COMPLETED").values()) == {("COMPLETED", "0:0")}
+    # Slurm's accounting: the sweep is one job array of three tasks, each completed, and
+    # slurmctld counted three submissions (one per task) and no other
+    array = {job.split("_")[0] for job in job_ids}
+    assert len(array) == 1
+    assert accounting(job_ids, "COMPLETED") == {j: ("COMPLETED", "0:0") for j in job_ids}
+    tasks = run(["sacct", "-X", "-n", "-P", "-o", "JobID", "-j", array.pop()], timeout=30)
+    assert sorted(tasks.stdout.split()) == sorted(job_ids)
+    assert slurm_state().submitted == before.submitted + 3
+
+
+def settled_state(timeout: float = 60) -> SlurmState:
+    """Slurm's state once the accounting of earlier tests' jobs has arrived (two reads a
+    second apart agree): the accounting daemon records jobs asynchronously."""
+    end = time.monotonic() + timeout
+    state = slurm_state()
+    while time.monotonic() < end:
+        time.sleep(1)
+        again = slurm_state()
+        if again == state:
+            return state
+        state = again
+    return state
 
 
 @pytest.mark.usefixtures("slurm")
 def test_refused_sweep_of_an_areal_command_submits_nothing(tmp_path: Path) -> None:
-    before = slurm_state()
+    before = settled_state()
     out, runs = sweep_areal_command("megatron:d4,megatron:d2t2,megatron:t4,megatron:d8", tmp_path)
     assert out.returncode == 2
     assert "#3 scheduler.type=local actor.backend=megatron:d8" in out.stderr
