@@ -89,8 +89,7 @@ def parse_areal_command(
             None,
             hint=f"put the command you run AReaL with after the verb, e.g. {EXAMPLE_COMMAND}",
         )
-    start = _driver_start(args)
-    form, driver, first = start
+    form, driver, first = _driver_start(args)
     if form == "areal train run":
         return _areal_cli(args, driver, first, where)
     config, config_indices = _loader_config(args, first)
