@@ -188,6 +188,9 @@ def unparsable_yaml(
         name = os.path.relpath(name)  # as the user wrote it, most of the time
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
     problem = getattr(err, "problem", None) or str(err).split("\n")[0]
+    context, start = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and start is not None:  # where the unfinished part began
+        problem += f" ({context} at line {start.line + 1}, column {start.column + 1})"
     return AllocationError(
         f"cannot read {name}{where}: the YAML does not parse: {problem}",
         hint="fix the YAML there; Hydra, and so AReaL, cannot load the file as it is",

@@ -30,6 +30,8 @@ from hydra import compose, initialize
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
+from areal_conf.hydra_compat import VERSION_BASE
+
 #: Composed values the driver reports.
 REPORTED = ("actor.backend", "rollout.backend", "scheduler.type", "seed", "cluster.n_nodes")
 
@@ -47,7 +49,8 @@ def parse_cli_args(argv: list[str]) -> tuple[object, Path, list[str]]:
     relpath = Path(os.path.relpath(str(config_file), Path(__file__).parent.absolute()))
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
-    initialize(config_path=str(relpath.parent), job_name="app", version_base=None)
+    # AReaL passes version_base=None; the compatible spelling keeps newer Hydra quiet
+    initialize(config_path=str(relpath.parent), job_name="app", **VERSION_BASE)
     cfg = compose(config_name=str(relpath.name).split(".yaml")[0], overrides=overrides)
     return cfg, config_file, overrides
 

@@ -261,7 +261,7 @@ def test_check_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
                 "--config",
                 "tests/fixtures/commands/examples/math/broken.yaml",
             ],
-            "error: cannot read tests/fixtures/commands/examples/math/broken.yaml (line 4, column 8): the YAML does not parse: ",
+            "error: cannot read tests/fixtures/commands/examples/math/broken.yaml (line 6, column 1): the YAML does not parse: found unexpected end of stream (while scanning a quoted scalar at line 3, column 12)",
         ),
         (
             [*DRIVER, "actor.backend=megatron:(attn:d4|ffn:d2)"],
