@@ -97,7 +97,7 @@ def _wait_linux(child: subprocess.Popen[bytes], early: list[int], received: list
     watched = {*FORWARDED, signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
-        for signo in early:  # before the child existed: it cannot have had them
+        for signo in early:  # came before they were blocked: pass them on
             received.append(signo)
             _send(child, signo)
         while child.poll() is None:
