@@ -202,11 +202,18 @@ _VERBS = {
 }
 
 
+_VERB_HELP = {
+    "check": "check an AReaL training command: its plan, or why it would fail",
+    "run": "check an AReaL training command, then run it unchanged",
+    "sweep": "sweep an AReaL training command, every job checked before any starts",
+}
+
+
 def _add_command_verbs(commands: Any) -> None:
     for verb, (summary, more) in _VERBS.items():
         parser: argparse.ArgumentParser = commands.add_parser(
             verb,
-            help=summary.split(":")[0],
+            help=_VERB_HELP[verb],
             usage=f"python -m areal_conf {verb} [OPTIONS] [--] AREAL_COMMAND ...",
             description=f"{summary[0].upper()}{summary[1:]}.{more} areal-conf's own options "
             "go before the AReaL command and are never passed to it, e.g. "
