@@ -16,6 +16,12 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
 - B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
   GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
   one 400 Gb/s port per GPU (50 GB/s).
+- Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
+  architecture white papers).
+- The share of peak a large bf16 GEMM reaches (cuBLAS, M = N = K = 8192): about 85% on
+  A100 (265 of 312 TFLOPS) and 75% on Hopper and Blackwell, whose data-sheet peak is at
+  a boost clock that a GPU under full tensor-core load does not hold (public GEMM
+  benchmarks, e.g. NVIDIA's cuBLAS and Transformer Engine performance pages).
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ class Hardware:
     """One GPU: ``peak_tflops`` dense BF16 tensor throughput, ``hbm_gb`` its memory (GB,
     10^9 bytes), ``hbm_tb_per_s`` the memory's bandwidth, and the bandwidth per GPU, one
     direction, to a GPU of its node (``intra_node_gb_per_s``, NVLink) and of another
-    node (``inter_node_gb_per_s``, the network)."""
+    node (``inter_node_gb_per_s``, the network). ``sm_count`` (streaming
+    multiprocessors) and ``gemm_efficiency`` (the share of ``peak_tflops`` that cuBLAS
+    reaches on a large bf16 GEMM) serve the step-time model of
+    :mod:`areal_conf.performance`."""
 
     name: str
     peak_tflops: float
@@ -38,13 +47,15 @@ class Hardware:
     hbm_tb_per_s: float
     intra_node_gb_per_s: float
     inter_node_gb_per_s: float
+    sm_count: int = 132
+    gemm_efficiency: float = 0.75
 
 
 HARDWARE: dict[str, Hardware] = {
-    "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0),
-    "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0),
-    "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0),
-    "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0),
+    "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
+    "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
+    "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
+    "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
 }
 
 

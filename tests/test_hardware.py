@@ -17,7 +17,8 @@ def test_the_table_has_the_common_training_gpus() -> None:
     assert {"a100", "h100", "h200", "b200"} <= set(HARDWARE)
     for gpu in HARDWARE.values():
         numbers = [getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name != "name"]
-        assert all(isinstance(n, float) and n > 0 for n in numbers), gpu
+        assert all(isinstance(n, (int, float)) and n > 0 for n in numbers), gpu
+        assert isinstance(gpu.sm_count, int) and 0 < gpu.gemm_efficiency < 1
     # the ordering every data sheet agrees on
     assert HARDWARE["h200"].hbm_gb > HARDWARE["h100"].hbm_gb == HARDWARE["a100"].hbm_gb
     assert (

@@ -1,0 +1,747 @@
+"""How long one training step of a layout takes: :func:`step_time` (pure; no Hydra).
+
+The model is analytic: it counts the work of one optimizer step on the slowest GPU of a
+layout and prices each piece from the GPU's data sheet (:mod:`areal_conf.hardware`), so
+that layouts can be ranked before anything runs. Nothing in it is fitted to one
+measurement table; the constants below are the hardware's, or first-principles
+properties of the kernels, and ``benchmarks/steptime.py`` compares the result with
+published measurements it was not tuned on row by row.
+
+**Work.** Per token and transformer layer, the forward pass multiplies by every weight
+matrix once (2 FLOPs per weight: QKV, output projection, the gated MLP or the ``topk``
+routed experts plus the shared expert, the router) and runs causal attention (``2·a·d·S``
+FLOPs for ``a`` heads of size ``d`` over a context ``S``: half of the ``S×S`` scores are
+masked out and flash attention skips them). The backward pass costs twice the forward's
+matrix FLOPs (attention 2.5×: flash attention's backward recomputes the scores); full
+recomputation runs the forward again, selective recomputation the attention core again.
+The output layer adds ``2·h·V`` per token on the last pipeline stage. Everything a
+micro-batch does on one GPU is split as Megatron splits it: by ``tp`` (and ``cp`` for the
+tokens), experts by ``ep×etp``.
+
+**Matrix multiplications.** A GEMM of ``M×K`` by ``K×N`` takes the longer of its FLOPs
+at ``peak × gemm_efficiency × fill`` and its bytes at the HBM bandwidth (a roofline), plus
+a kernel launch. ``fill`` is how well the output tiles fill the GPU: a 128×128 tile per
+streaming multiprocessor, ``tiles / (tiles + SMs/2)`` (a smooth stand-in for wave
+quantization: a GEMM of one wave of tiles leaves a third of the machine idle on average),
+times ``K / (K + 128)`` for each tile's fixed prologue and epilogue. So small micro-batches
+and large ``tp`` (thin matrices) lose efficiency, and a larger micro-batch gains it.
+``gemm_efficiency`` is what cuBLAS reaches on large bf16 GEMMs (a property of the GPU,
+from vendor and public GEMM benchmarks, in :mod:`areal_conf.hardware`).
+
+**Memory-bound kernels.** Norms, residual additions, rotary embedding, the gated
+activation and the loss read and write activations without multiplying: their bytes
+(about ``10h + 2(a+kv)d + 3f`` values a token and layer forward, twice that backward,
+more with fp32 logits) over the HBM bandwidth. Without sequence parallelism the
+``10h`` part is repeated on every tensor-parallel rank, which is why Megatron splits it.
+
+**Collectives.** A ring collective of ``n`` GPUs moves ``(n−1)/n`` of the buffer per GPU
+for an all-gather or reduce-scatter (twice that for an all-reduce) at the bandwidth of
+its slowest link, plus ``n−1`` steps of latency (NCCL's rings; 3 µs a step over NVLink,
+8 µs over the network). A group within one node uses NVLink; a group across nodes is
+limited by the network, and each GPU has one port of ``inter_node_gb_per_s``: when every
+GPU of a node takes part in such collectives at once (data-parallel, tensor-parallel,
+context- and expert-parallel groups all run theirs together), the node's ports are
+shared one a GPU. Pipeline sends between stages come from the GPUs of one stage only, so
+when a stage is smaller than a node its GPUs share the node's idle ports. Large messages
+reach 90% of the link (NCCL's bus bandwidth on NVLink and InfiniBand).
+
+**Overlap.** Communication running beside computation hides behind it, but NCCL's
+kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
+runs slower by that share. What is hidden and what is exposed:
+
+- tensor parallel (Megatron and FSDP's DTensor): exposed, on the critical path of each
+  layer; with ``tp_comm_overlap`` (Transformer Engine's user buffers) it overlaps with the
+  GEMMs it feeds, in chunks;
+- context parallel (ring attention): the K/V exchange overlaps with the attention of the
+  previous chunk; the excess is exposed;
+- expert parallel: the token all-to-alls (dispatch and combine, forward and backward)
+  are exposed;
+- pipeline: 1F1B with ``m`` micro-batches and ``p`` stages runs ``m + p − 1`` slots of the
+  slowest stage, so the bubble is ``(p−1)/(m+p−1)`` of the pipelined time (divided by the
+  virtual stages of an interleaved schedule); each slot's activation send is exposed;
+- data parallel, Megatron: the gradient reduce-scatter (all-reduce without the
+  distributed optimizer) after the last micro-batch's backward, overlapped with that
+  backward when ``overlap_grad_reduce`` (AReaL's default), and the parameter all-gather
+  after the optimizer step;
+- data parallel, FSDP (ZeRO-3): every micro-batch gathers the weights for the forward and
+  again for the backward (recomputation runs inside the backward's gather) and
+  reduce-scatters the gradients; FSDP prefetches the next layer's weights, so the
+  communication overlaps with computation and only what exceeds it, plus the first
+  layer's gather, is exposed.
+
+The optimizer step (Adam on the local shard) reads and writes about 34 bytes a parameter
+at the HBM bandwidth.
+
+**Not modelled**: load imbalance between experts or between packed sequences, stragglers
+and network congestion from other jobs, CPU overheads (data loading, Python), kernel
+fusion beyond the above, FP8, the rollout engine's weight updates, and Archon beyond
+treating it as Megatron-like (its tensor and pipeline parallelism as Megatron's, its data
+parallelism as FSDP's).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal
+
+from areal_conf.allocation import ModelAllocation
+from areal_conf.errors import AllocationError
+from areal_conf.hardware import Hardware, hardware
+from areal_conf.memory import dtype_bytes
+from areal_conf.model_shape import ModelShape
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE: Final = ("none", "selective", "full")
+
+# -- kernel constants (first principles; see the module docstring) ----------------------
+TILE: Final = 128  # output tile of a tensor-core GEMM kernel, each side
+TILE_K_OVERHEAD: Final = 128  # a tile's prologue and epilogue, in units of K
+KERNEL_LAUNCH_S: Final = 4e-6  # one CUDA kernel launched back to back
+ATTENTION_EFFICIENCY: Final = 0.75  # flash attention's share of the GEMM rate
+HBM_EFFICIENCY: Final = 0.85  # streaming kernels reach about this share of HBM bandwidth
+LINK_EFFICIENCY: Final = 0.9  # NCCL bus bandwidth over the link's data-sheet speed
+NVLINK_STEP_S: Final = 3e-6  # one ring step within a node
+NETWORK_STEP_S: Final = 8e-6  # one ring step across nodes
+NCCL_SMS: Final = 32  # NCCL's channels (one SM each) beside overlapped compute
+OPTIMIZER_BYTES_PER_PARAM: Final = 34.0  # Adam: fp32 master, two moments, grad, bf16 copy
+# Bytes a materialized attention score costs outside GEMMs (no flash attention): the
+# fused scale-mask-softmax reads and writes it (4), dropout reads it, writes it and its
+# mask (5), in bf16.
+SCORE_BYTES: Final = 9
+# Eager (unfused) element-wise kernels of a Hugging Face model under FSDP move this
+# many times the bytes of Megatron's fused ones (RMSNorm alone is five kernels).
+UNFUSED_FACTOR: Final = 2.0
+# bf16 values a token and layer reads and writes outside GEMMs (forward): norms and
+# residuals (10 h), rotary q and k, the gated activation (3 f).
+ELEMENTWISE_PER_HIDDEN: Final = 10
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Predicted seconds of one optimizer step on the slowest GPU, term by term.
+
+    ``total`` is the sum of the terms. ``compute`` is the matrix, attention and
+    memory-bound work of the micro-batches; ``tp_comm``, ``cp_comm``, ``ep_comm`` and
+    ``pp_comm`` the exposed communication of tensor, context and expert parallelism and
+    of pipeline sends; ``pp_bubble`` the pipeline's idle slots; ``dp_comm`` the exposed
+    part of the data-parallel gradient and weight traffic; ``optimizer`` the Adam update.
+    ``mfu`` is the model FLOPs of the step (no recomputation counted) over the step time
+    and the peak of every GPU; ``microbatches`` is ``m`` per data-parallel rank.
+    """
+
+    total: float
+    compute: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float
+    pp_comm: float
+    pp_bubble: float
+    dp_comm: float
+    optimizer: float
+    mfu: float
+    microbatches: int
+    model_flops: float
+
+    TERMS: ClassVar[tuple[str, ...]] = (
+        "compute",
+        "tp_comm",
+        "cp_comm",
+        "ep_comm",
+        "pp_comm",
+        "pp_bubble",
+        "dp_comm",
+        "optimizer",
+    )
+
+    def terms(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in self.TERMS}
+
+    def tokens_per_second(self, tokens_per_step: int) -> float:
+        return tokens_per_step / self.total
+
+    def breakdown(self) -> str:
+        """``compute 1.20 + tp_comm 0.10 + ... = 1.45 s (MFU 41%)``, the non-zero terms."""
+        parts = [f"{name} {value:.3g}" for name, value in self.terms().items() if value > 0]
+        return " + ".join(parts) + f" = {self.total:.3g} s (MFU {self.mfu:.0%})"
+
+
+# -- the shape, as the step-time model reads it -----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Shape:
+    layers: int
+    h: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    experts: int  # 0: dense
+    topk: int
+    moe_ffn: int
+    shared_ffn: int
+
+
+def model_shape_of(model: ModelShape | Mapping[str, Any]) -> ModelShape:
+    """``model`` as a :class:`ModelShape`: a mapping of the ``model`` section's keys,
+    whose ``hf_config`` fills the sizes it does not give, or a shape already."""
+    if isinstance(model, ModelShape):
+        return model
+    from areal_conf.model_shape import merge_model, model_shape
+
+    shape = model_shape(merge_model(model))
+    if isinstance(shape, str):
+        raise AllocationError(
+            shape,
+            None,
+            None,
+            hint="give at least num_layers, hidden_size, num_attention_heads, "
+            "ffn_hidden_size and vocab_size, or hf_config=<config.json, directory or "
+            "Hugging Face id>",
+        )
+    return shape
+
+
+def _shape(model: ModelShape | Mapping[str, Any]) -> _Shape:
+    return _sizes(model_shape_of(model))
+
+
+@functools.lru_cache(maxsize=256)
+def _sizes(shape: ModelShape) -> _Shape:
+    moe = shape.is_moe
+    return _Shape(
+        layers=shape.num_layers,
+        h=shape.hidden_size,
+        heads=shape.num_attention_heads,
+        kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
+        ffn=shape.ffn_hidden_size,
+        vocab=shape.vocab_size,
+        experts=(shape.num_experts or 0) if moe else 0,
+        topk=shape.moe_router_topk if moe else 0,
+        moe_ffn=shape.moe_ffn_hidden_size if moe else 0,
+        shared_ffn=shape.moe_shared_expert_ffn_hidden_size if moe else 0,
+    )
+
+
+def model_flops_per_token(model: ModelShape | Mapping[str, Any], context: float) -> float:
+    """Forward plus backward FLOPs of one token (6 per active weight, causal attention over
+    ``context`` tokens), without recomputation: the numerator of MFU."""
+    return _model_flops(_shape(model), context)
+
+
+def _model_flops(s: _Shape, context: float) -> float:
+    layer = _layer_matmul_weights(s) * 6 + 3 * 2 * s.heads * s.head_dim * context
+    return s.layers * layer + 6 * s.h * s.vocab
+
+
+def _layer_matmul_weights(s: _Shape) -> float:
+    """Weights one token multiplies by in one layer (active experts only)."""
+    attn = s.h * s.head_dim * (2 * s.heads + 2 * s.kv_heads)
+    if s.experts:
+        return attn + 3 * s.h * (s.topk * s.moe_ffn + s.shared_ffn) + s.h * s.experts
+    return attn + 3 * s.h * s.ffn
+
+
+# -- pricing ----------------------------------------------------------------------------
+
+
+class _Pricer:
+    """Seconds of kernels and collectives on one GPU type."""
+
+    __slots__ = ("attention_flops", "flops", "hbm", "inter", "intra", "sms")
+
+    def __init__(self, gpu: Hardware) -> None:
+        self.flops = gpu.peak_tflops * 1e12 * gpu.gemm_efficiency
+        self.attention_flops = self.flops * ATTENTION_EFFICIENCY
+        self.hbm = gpu.hbm_tb_per_s * 1e12 * HBM_EFFICIENCY
+        self.sms = gpu.sm_count
+        self.intra = gpu.intra_node_gb_per_s * 1e9 * LINK_EFFICIENCY
+        self.inter = gpu.inter_node_gb_per_s * 1e9 * LINK_EFFICIENCY
+
+    def gemm(self, m: float, k: float, n: float) -> float:
+        """One bf16 GEMM ``(m×k)·(k×n)``: a roofline with tile fill, plus a launch."""
+        tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
+        fill = tiles / (tiles + 0.5 * self.sms) * k / (k + TILE_K_OVERHEAD)
+        compute = 2.0 * m * k * n / (self.flops * fill)
+        memory = 2.0 * (m * k + k * n + m * n) / self.hbm
+        return (compute if compute > memory else memory) + KERNEL_LAUNCH_S
+
+    def port(self, senders_per_node: int, gpus_per_node: int) -> float:
+        """Network bytes per second of one GPU when ``senders_per_node`` GPUs of its node
+        send across nodes at once (they share the node's ports, one a GPU)."""
+        ports = max(1.0, gpus_per_node / max(1, senders_per_node))
+        return min(self.intra, self.inter * ports)
+
+    def all_reduce(self, n: int, per_node: int, nbytes: float) -> float:
+        """All-reduce of ``nbytes`` over ``n`` GPUs, ``per_node`` of them a node. Across
+        nodes it is hierarchical: reduce-scatter within the node over NVLink, all-reduce
+        of ``1/per_node`` of the buffer over the network (so the group's members on a
+        node use their ports together), all-gather within the node."""
+        if n <= 1:
+            return 0.0
+        if n <= per_node:
+            return 2 * ((n - 1) * NVLINK_STEP_S + (n - 1) / n * nbytes / self.intra)
+        k = per_node
+        nodes = n / k
+        inside = 2 * ((k - 1) * NVLINK_STEP_S + (k - 1) / k * nbytes / self.intra)
+        across = 2 * ((nodes - 1) * NETWORK_STEP_S + (nodes - 1) / nodes * nbytes / k / self.inter)
+        return inside + across
+
+    def ring(self, n: int, per_node: int, nbytes: float, busy_per_node: int, g: int) -> float:
+        """All-gather (or reduce-scatter) of ``nbytes`` over a ring of ``n`` GPUs. Across
+        nodes every member exchanges its shares with the other nodes through its own port,
+        shared with the other GPUs of its node that communicate at the same time."""
+        if n <= 1:
+            return 0.0
+        if n <= per_node:
+            return (n - 1) * NVLINK_STEP_S + (n - 1) / n * nbytes / self.intra
+        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / self.port(busy_per_node, g)
+
+
+# -- the step ---------------------------------------------------------------------------
+
+
+def step_time(
+    allocation_or_spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    n_gpus_per_node: int = 8,
+    tokens_per_step: int,
+    tokens_per_microbatch: int,
+    recompute: Recompute = "none",
+    seq_len: int | None = None,
+    sequence_parallel: bool | None = None,
+    virtual_stages: int = 1,
+    overlap_grad_reduce: bool = True,
+    tp_comm_overlap: bool = False,
+    grad_reduce_dtype: str = "float32",
+    flash_attention: bool = True,
+    overlap_param_gather: bool = False,
+    regather_for_recompute: bool = False,
+    distributed_optimizer: bool = True,
+) -> StepTime:
+    """Predicted time of one training step of a layout (see the module docstring).
+
+    ``model`` is the mapping or :class:`ModelShape` :func:`areal_conf.memory.estimate`
+    takes (dense or MoE; ``hf_config`` fills the sizes it does not give). ``gpu`` is a
+    name of ``areal_conf.HARDWARE`` or a :class:`Hardware`. ``tokens_per_step`` is the
+    tokens of one optimizer step over all data-parallel ranks (AReaL: the batch's
+    sequences × their mean length); ``tokens_per_microbatch`` the tokens of one
+    micro-batch of one data-parallel rank (AReaL's ``mb_spec.max_tokens_per_mb``).
+    ``recompute``: ``"none"``, ``"selective"`` (the attention core) or ``"full"``
+    (AReaL's ``gradient_checkpointing``).
+
+    Knobs with Megatron's meaning: ``seq_len`` the length of one packed sequence
+    (default: a micro-batch is one sequence), ``sequence_parallel`` (default ``tp > 1``
+    for Megatron and Archon), ``virtual_stages`` (interleaved 1F1B),
+    ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off), and
+    ``grad_reduce_dtype`` (AReaL's float32).
+
+    Raises AllocationError for an inference backend, an unknown GPU, tokens that are
+    not positive integers, or a ``tokens_per_step`` smaller than one micro-batch for
+    every data-parallel rank.
+    """
+    alloc = _allocation(allocation_or_spec)
+    gpu_ = hardware(gpu)
+    if alloc.is_inference:
+        raise AllocationError(
+            f"step_time models a training engine; {alloc.backend} serves inference",
+            str(alloc),
+            None,
+            hint="use decode_throughput(...) for sglang and vllm, or give a training "
+            "backend (fsdp, megatron, archon)",
+        )
+    _positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
+    _positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
+    _positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
+    _positive_int("virtual_stages", virtual_stages, "1 for plain 1F1B")
+    if seq_len is not None:
+        _positive_int("seq_len", seq_len, "e.g. 4096")
+    if recompute not in RECOMPUTE:
+        raise AllocationError(
+            f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}",
+            recompute if isinstance(recompute, str) else None,
+            None,
+            hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
+        )
+    p = alloc.parallel
+    dp = p.dp_size
+    if tokens_per_step < dp * tokens_per_microbatch:
+        raise AllocationError(
+            f"tokens_per_step {tokens_per_step:,} is less than one micro-batch of "
+            f"{tokens_per_microbatch:,} tokens for each of the {dp} data-parallel ranks",
+            None,
+            None,
+            hint=f"give tokens_per_step ≥ {dp * tokens_per_microbatch:,}, or "
+            f"tokens_per_microbatch ≤ {max(1, tokens_per_step // dp):,}, or fewer "
+            "data-parallel ranks",
+        )
+    shape = _shape(model)
+    return _step(
+        alloc,
+        shape,
+        gpu_,
+        n_gpus_per_node,
+        tokens_per_step,
+        tokens_per_microbatch,
+        recompute,
+        seq_len or tokens_per_microbatch,
+        sequence_parallel,
+        virtual_stages,
+        overlap_grad_reduce,
+        tp_comm_overlap,
+        dtype_bytes(grad_reduce_dtype),
+        flash_attention,
+        overlap_param_gather,
+        regather_for_recompute,
+        distributed_optimizer,
+    )
+
+
+def _step(
+    alloc: ModelAllocation,
+    s: _Shape,
+    gpu: Hardware,
+    g: int,
+    tokens_per_step: int,
+    mb_tokens: int,
+    recompute: str,
+    seq: int,
+    sequence_parallel: bool | None,
+    virtual: int,
+    overlap_grad_reduce: bool,
+    tp_overlap: bool,
+    grad_bytes: int,
+    flash: bool,
+    overlap_param_gather: bool,
+    regather: bool,
+    distributed_optimizer: bool,
+) -> StepTime:
+    price = _Pricer(gpu)
+    par = alloc.parallel
+    dp, tp, pp, cp = par.dp_size, par.tp_size, par.pp_size, par.cp_size
+    ep, etp = par.ep_size, par.etp_size
+    fsdp = alloc.backend == "fsdp"
+    zero3 = alloc.backend in ("fsdp", "archon")
+    sp = (tp > 1 and not fsdp) if sequence_parallel is None else sequence_parallel
+    m = math.ceil(tokens_per_step / (dp * mb_tokens))
+    tokens = mb_tokens / cp  # tokens of one micro-batch on one GPU
+    h, hd = s.h, s.head_dim
+    # Megatron places GPUs tp fastest, then cp, dp, pp: a group's members per node.
+    tp_per_node = min(tp, g)
+    cp_per_node = max(1, min(cp, g // tp_per_node))
+    world = par.world_size
+    busy_per_node = min(g, world)  # GPUs of a node running the same collectives at once
+
+    # -- one layer, one micro-batch, one GPU: forward kernels ---------------------------
+    q_out = s.heads * hd
+    kv_out = s.kv_heads * hd
+    gemm = price.gemm
+    attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp) + gemm(tokens, q_out / tp, h)
+    if s.experts:
+        # Tokens reaching one expert instance (edp replicas, split by etp).
+        routed = tokens * tp * s.topk * ep / s.experts  # the ep group's tokens for one expert
+        experts_here = s.experts / ep
+        mlp = experts_here * (
+            gemm(routed, h, 2 * s.moe_ffn / etp) + gemm(routed, s.moe_ffn / etp, h)
+        )
+        if s.shared_ffn:
+            mlp += gemm(tokens, h, 2 * s.shared_ffn / tp) + gemm(tokens, s.shared_ffn / tp, h)
+        mlp += gemm(tokens, h, s.experts)  # router
+        ffn_values = s.topk * s.moe_ffn / etp + s.shared_ffn / tp
+    else:
+        mlp = gemm(tokens, h, 2 * s.ffn / tp) + gemm(tokens, s.ffn / tp, h)
+        ffn_values = s.ffn / tp
+    # Flash attention: causal, so half the scores of the sequence a token belongs to; a
+    # cp rank holds 1/cp of each sequence's queries against all of its keys.
+    context = min(seq, mb_tokens)
+    heads_here = s.heads / tp
+    if flash:
+        attn_flops = 2.0 * heads_here * hd * context * tokens
+        attention = attn_flops / price.attention_flops + 2 * KERNEL_LAUNCH_S
+    else:
+        # Scores materialized: two batched GEMMs over the whole square (masked half
+        # included), and scale, mask, softmax and dropout reading and writing the scores.
+        sequences = max(1.0, tokens / context)
+        per_head = 2 * gemm(context, hd, context)
+        scores = sequences * heads_here * context * context * SCORE_BYTES / price.hbm
+        attention = sequences * heads_here * (per_head - 2 * KERNEL_LAUNCH_S) + scores
+        attention += 6 * KERNEL_LAUNCH_S
+    replicated = ELEMENTWISE_PER_HIDDEN * h / (tp if sp else 1)
+    elementwise = 2.0 * tokens * (replicated + 2 * (q_out + kv_out) / tp + 3 * ffn_values)
+    kernels = 8
+    if fsdp:
+        elementwise *= UNFUSED_FACTOR
+        kernels = 20
+    elementwise_s = elementwise / price.hbm + kernels * KERNEL_LAUNCH_S
+    forward = attn_proj + mlp + attention + elementwise_s
+    backward = 2 * (attn_proj + mlp) + 2.5 * attention + 2 * elementwise_s
+    if recompute == "full":
+        backward += forward
+    elif recompute == "selective":
+        backward += attention
+    layer_compute = forward + backward
+
+    # -- tensor parallel: an all-reduce after attention and after the MLP, each pass
+    # (with sequence parallelism an all-gather before and a reduce-scatter after) ------
+    tp_layer = 0.0
+    if tp > 1:
+        # Across nodes these run as rings at the port's speed: a group that fills its
+        # nodes leaves no idle port, and each layer's collectives wait on each other.
+        block = 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
+        passes = 2 + (1 if recompute == "full" else 0)  # forward, backward, recomputed
+        tp_layer = 2 * passes * block
+        if tp_overlap:  # chunked against the GEMMs it feeds; the first chunk is exposed
+            tp_layer = max(0.0, tp_layer - (attn_proj + mlp) * passes) + tp_layer / 4
+    # -- context parallel: each rank's K and V go round the ring, forward and backward,
+    # beside the attention of the chunk at hand ------------------------------------------
+    cp_layer = 0.0
+    if cp > 1:
+        kv_bytes = 2 * tokens * kv_out / tp * 2
+        exchange = price.ring(cp, cp_per_node, kv_bytes * cp, busy_per_node, g)
+        passes = 3 + (1 if recompute == "full" else 0)  # K/V forward and backward, dK/dV
+        cp_layer = max(0.0, passes * exchange - 3.5 * attention)
+    # -- expert parallel: dispatch and combine all-to-alls, forward and backward --------
+    ep_layer = 0.0
+    if s.experts and ep > 1:
+        ep_per_node = min(ep, max(1, g // tp_per_node))
+        payload = tokens * s.topk * h * 2  # bytes this GPU's tokens send to their experts
+        on_node = (ep_per_node - 1) / ep * payload / price.intra
+        off_node = (ep - ep_per_node) / ep * payload / price.port(busy_per_node, g)
+        step = NETWORK_STEP_S if ep > ep_per_node else NVLINK_STEP_S
+        passes = 2 + (1 if recompute == "full" else 0)
+        ep_layer = 2 * passes * (on_node + off_node + step)
+
+    layers_per_stage = s.layers / pp
+    # The last stage also runs the output layer and the loss (the slowest stage).
+    logits = 3 * gemm(tokens, h, s.vocab / tp) + 3 * (tokens * s.vocab / tp * 4 * 3) / price.hbm
+    stage_compute = layers_per_stage * layer_compute + logits
+    stage_tp = layers_per_stage * tp_layer
+    stage_cp = layers_per_stage * cp_layer
+    stage_ep = layers_per_stage * ep_layer
+    # -- pipeline: each slot sends a micro-batch's activation on and its gradient back;
+    # only the GPUs of one stage send, so a stage smaller than a node shares its ports --
+    pp_slot = 0.0
+    if pp > 1:
+        stage_gpus = tp * cp * dp
+        chunk = tokens * h * 2 / (tp if sp else 1) / virtual
+        if stage_gpus < g and g % stage_gpus == 0:  # the next stage is on the same node
+            hop = chunk / price.intra + NVLINK_STEP_S
+        else:
+            hop = chunk / price.port(min(g, stage_gpus), g) + NETWORK_STEP_S
+        pp_slot = virtual * 2 * hop
+
+    # -- data parallel --------------------------------------------------------------------
+    dense_params = (
+        s.layers * (s.h * hd * (2 * s.heads + 2 * s.kv_heads) + 3 * s.h * s.shared_ffn)
+        + (0 if s.experts else s.layers * 3 * s.h * s.ffn)
+        + 2 * s.vocab * s.h
+    ) / (tp * pp)
+    expert_params = s.layers * 3 * s.h * s.moe_ffn * s.experts / (etp * ep * pp) if s.experts else 0
+    dp_group = dp * cp
+    dp_per_node = max(1, min(dp_group, g // tp_per_node))
+    edp = par.edp_size
+    edp_per_node = max(1, min(edp, g // (etp * ep))) if etp * ep <= g else 1
+    dp_comm = 0.0
+    comm_slowdown = NCCL_SMS / price.sms
+    if zero3 and dp_group > 1:
+        # Per micro-batch and layer: gather the weights for the forward (and for the
+        # recomputed forward when the checkpoint sits outside the sharded unit), gather
+        # them for the backward and reduce-scatter the gradients. FSDP prefetches the
+        # next layer, so each phase takes the longer of its compute and its traffic.
+        layer_params = (dense_params + expert_params) / layers_per_stage
+        gather = price.ring(dp_group, dp_per_node, layer_params * 2, busy_per_node, g)
+        scatter = price.ring(dp_group, dp_per_node, layer_params * grad_bytes, busy_per_node, g)
+        fwd = forward + tp_layer / 3
+        bwd = layer_compute - forward + tp_layer * 2 / 3
+        if recompute == "full" and regather:
+            bwd -= forward
+            phases = [(fwd, gather), (forward, gather), (bwd, gather + scatter)]
+        else:
+            phases = [(fwd, gather), (bwd, gather + scatter)]
+        exposed = sum(max(0.0, comm - busy) for busy, comm in phases)
+        hidden = sum(min(comm, busy) for busy, comm in phases)
+        dp_comm = m * (layers_per_stage * (exposed + hidden * comm_slowdown) + gather)
+    elif dp_group > 1 or edp > 1:
+        if distributed_optimizer:  # reduce-scatter gradients, all-gather new weights
+            grads = price.ring(dp_group, dp_per_node, dense_params * grad_bytes, busy_per_node, g)
+            grads += price.ring(edp, edp_per_node, expert_params * grad_bytes, busy_per_node, g)
+            params = price.ring(dp_group, dp_per_node, dense_params * 2, busy_per_node, g)
+            params += price.ring(edp, edp_per_node, expert_params * 2, busy_per_node, g)
+        else:
+            grads = price.all_reduce(dp_group, dp_per_node, dense_params * grad_bytes)
+            grads += price.all_reduce(edp, edp_per_node, expert_params * grad_bytes)
+            params = 0.0
+        # The gradient reduction overlaps the last micro-batch's backward, the
+        # parameter all-gather the first micro-batch's forward.
+        dp_comm = grads + params
+        if overlap_grad_reduce:
+            hidden = min(grads, layers_per_stage * (backward + tp_layer / 2))
+            dp_comm -= hidden * (1 - comm_slowdown)
+        if overlap_param_gather:
+            hidden = min(params, layers_per_stage * (forward + tp_layer / 3))
+            dp_comm -= hidden * (1 - comm_slowdown)
+
+    # -- the step -------------------------------------------------------------------------
+    slot = stage_compute + stage_tp + stage_cp + stage_ep + pp_slot
+    bubble = (pp - 1) / virtual * slot
+    sharded = zero3 or distributed_optimizer
+    shard = dense_params / (dp_group if sharded else 1) + expert_params / (edp if sharded else 1)
+    optimizer = shard * OPTIMIZER_BYTES_PER_PARAM / price.hbm + 50 * KERNEL_LAUNCH_S
+    compute = m * stage_compute
+    total = compute + m * (stage_tp + stage_cp + stage_ep + pp_slot) + bubble + dp_comm + optimizer
+    model_flops = tokens_per_step * _model_flops(s, context)
+    mfu = model_flops / (total * world * gpu.peak_tflops * 1e12)
+    return StepTime(
+        total=total,
+        compute=compute,
+        tp_comm=m * stage_tp,
+        cp_comm=m * stage_cp,
+        ep_comm=m * stage_ep,
+        pp_comm=m * pp_slot,
+        pp_bubble=bubble,
+        dp_comm=dp_comm,
+        optimizer=optimizer,
+        mfu=mfu,
+        microbatches=m,
+        model_flops=model_flops,
+    )
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+
+def _allocation(value: ModelAllocation | str) -> ModelAllocation:
+    if isinstance(value, ModelAllocation):
+        return value
+    from areal_conf.parser import parse_backend
+
+    return parse_backend(value)
+
+
+def _positive_int(name: str, value: object, example: str) -> None:
+    if type(value) is not int or value <= 0:
+        raise AllocationError(
+            f"{name} must be a positive integer, got {value!r}",
+            None,
+            None,
+            hint=f"give a whole number above 0, {example}",
+        )
+
+
+# -- inference ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodeThroughput:
+    """Tokens per second an inference engine generates (all its instances together).
+
+    ``batch`` is the sequences one instance decodes at once: the concurrent requests it
+    gets, or what its KV cache holds (``kv_limited``). ``bound`` says which limit sets the
+    pace of a decode step: ``"memory"`` (reading the weights and the KV cache from HBM)
+    or ``"compute"`` (the FLOPs). ``step_s`` is one decode step of an instance and
+    ``kv_capacity_tokens`` the tokens its KV cache holds.
+    """
+
+    tokens_per_s: float
+    per_instance: float
+    batch: int
+    bound: Literal["memory", "compute"]
+    step_s: float
+    kv_capacity_tokens: int
+    kv_limited: bool
+
+
+def decode_throughput(
+    spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    concurrent: int,
+    context_tokens: int,
+    n_gpus_per_node: int = 8,
+    mem_fraction: float | None = None,
+) -> DecodeThroughput:
+    """Decode tokens per second of an sglang or vllm engine (see the module docstring).
+
+    ``concurrent``: the sequences being generated at once over all instances (AReaL's
+    ``rollout.max_concurrent_rollouts``); ``context_tokens``: the mean context a decode
+    step attends to (prompt plus half the response, for responses generated from
+    scratch). Each step of an instance reads every weight of its GPUs once (for MoE, the
+    experts the batch's tokens reach) and the KV cache of its batch, and does the batch's
+    FLOPs; the slower of the two, plus the tensor-parallel all-reduces of a layer, is the
+    step. Pipeline stages decode ``pp`` micro-batches at once. The KV capacity is the
+    memory estimate's (``mem_fraction`` as ``sglang.mem_fraction_static``). Prefill,
+    speculative decoding, the scheduler's CPU time and preemption are not modelled.
+    """
+    alloc = _allocation(spec)
+    gpu_ = hardware(gpu)
+    if not alloc.is_inference:
+        raise AllocationError(
+            f"decode_throughput models an inference engine; {alloc.backend} trains",
+            str(alloc),
+            None,
+            hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
+        )
+    _positive_int("concurrent", concurrent, "e.g. the rollout's max_concurrent_rollouts, 256")
+    _positive_int("context_tokens", context_tokens, "e.g. prompt + half the response, 4096")
+    _positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
+    from areal_conf.memory import estimate, kv_bytes_per_token, split_parameters
+
+    shape = model_shape_of(model)
+    s = _sizes(shape)
+    memory = estimate(alloc, shape, gpu_memory_gb=gpu_.hbm_gb, mem_fraction=mem_fraction)
+    capacity = memory.kv_cache_tokens or 0
+    if capacity < context_tokens:
+        raise AllocationError(
+            f"{alloc} on {gpu_.name} keeps {capacity:,} tokens of KV cache per instance, "
+            f"less than one sequence of {context_tokens:,} tokens",
+            str(alloc),
+            None,
+            hint="give each instance more GPUs (tp), a GPU with more memory, or a larger "
+            "memory fraction (sglang.mem_fraction_static)",
+        )
+    par = alloc.parallel
+    tp, pp, instances = par.tp_size, par.pp_size, par.dp_size
+    wanted = math.ceil(concurrent / instances)
+    batch = min(wanted, capacity // context_tokens)
+    price = _Pricer(gpu_)
+    split = split_parameters(shape, tp, pp, tp, 1, experts_by_tp=True)
+    weights = split.total * 2
+    if s.experts:  # only the experts some token of the micro-batch is routed to
+        tokens = max(1.0, batch / pp)
+        reached = 1 - (1 - s.topk / s.experts) ** tokens
+        weights -= split.experts * 2 * (1 - reached)
+    micro = batch / pp  # sequences of one micro-batch of a stage
+    kv = micro * context_tokens * kv_bytes_per_token(shape, tp, pp)
+    memory_s = (weights + kv) / price.hbm
+    layers = s.layers / pp
+    flops = micro * (
+        2 * _layer_matmul_weights(s) * layers / tp
+        + 4 * s.heads / tp * s.head_dim * context_tokens * layers
+        + 2 * s.h * s.vocab / tp
+    )
+    compute_s = flops / price.flops
+    tp_s = 0.0
+    if tp > 1:
+        per_node = min(tp, n_gpus_per_node)
+        tp_s = 2 * layers * price.all_reduce(tp, per_node, micro * s.h * 2)
+    stage = max(memory_s, compute_s) + tp_s + layers * 6 * KERNEL_LAUNCH_S / 4
+    # pp stages each take one micro-batch a stage time: a step of the instance's batch.
+    step = pp * stage
+    per_instance = batch / step
+    return DecodeThroughput(
+        tokens_per_s=per_instance * instances,
+        per_instance=per_instance,
+        batch=batch,
+        bound="memory" if memory_s >= compute_s else "compute",
+        step_s=step,
+        kv_capacity_tokens=capacity,
+        kv_limited=batch < wanted,
+    )

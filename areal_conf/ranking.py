@@ -1,0 +1,355 @@
+"""Which layout to run: every valid layout ranked by predicted step time, and how to
+split a cluster between the rollout and the actor.
+
+:func:`rank_layouts` lists the layouts of :func:`areal_conf.layouts`, predicts each one's
+step time (:func:`areal_conf.performance.step_time`) and memory per GPU
+(:func:`areal_conf.memory.estimate`), and sorts them: the layouts that fit first, fastest
+first, then those that do not fit. :func:`rl_split` finds the number of GPUs for the
+rollout and for the actor at which generation keeps up with training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from areal_conf.all_layouts import layouts
+from areal_conf.allocation import ModelAllocation
+from areal_conf.errors import AllocationError
+from areal_conf.hardware import Hardware, hardware
+from areal_conf.memory import MemoryEstimate, estimate
+from areal_conf.model_shape import ModelShape
+from areal_conf.performance import (
+    DecodeThroughput,
+    Recompute,
+    StepTime,
+    decode_throughput,
+    model_shape_of,
+    step_time,
+)
+
+
+@dataclass(frozen=True)
+class RankedLayout:
+    """One layout with its predicted step time and memory per GPU."""
+
+    spec: str
+    step: StepTime
+    memory: MemoryEstimate
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+
+def rank_layouts(
+    backend: str,
+    gpus: int,
+    model: Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    tokens_per_step: int,
+    tokens_per_microbatch: int,
+    n_gpus_per_node: int = 8,
+    recompute: Recompute = "none",
+    max_tp: int | None = None,
+    gpu_memory_gb: float | None = None,
+    fits_only: bool = False,
+    top: int | None = None,
+    **knobs: Any,
+) -> list[RankedLayout]:
+    """Every valid ``backend`` layout on ``gpus`` GPUs, fastest first.
+
+    ``tokens_per_step`` are the tokens of one optimizer step; a data-parallel rank's
+    micro-batch holds at most ``tokens_per_microbatch`` of them (AReaL's
+    ``mb_spec.max_tokens_per_mb``) and at most its share of the step.
+
+    Layouts whose memory per GPU fits ``gpu_memory_gb`` (default: the GPU's) come first,
+    by predicted step time; those that do not fit follow, also by step time, unless
+    ``fits_only`` leaves them out. ``top`` keeps the first ``top``. ``max_tp`` caps tp and
+    etp (default: ``n_gpus_per_node``, tensor parallelism within a node). Other
+    ``knobs`` go to :func:`areal_conf.performance.step_time`.
+    """
+    gpu_ = hardware(gpu)
+    if top is not None and (type(top) is not int or top < 1):
+        raise AllocationError(
+            f"top must be a positive integer, got {top!r}",
+            None,
+            None,
+            hint="give how many of the fastest layouts to keep, e.g. 5",
+        )
+    cap = n_gpus_per_node if max_tp is None else max_tp
+    specs = layouts(backend, gpus, model=model, max_tp=cap)
+    if not specs:
+        return []
+    shape = model_shape_of(model)
+    memory_gb = gpu_.hbm_gb if gpu_memory_gb is None else gpu_memory_gb
+    ranked: list[RankedLayout] = []
+    for spec in specs:
+        alloc = ModelAllocation.from_str(spec)
+        # A rank's micro-batch is at most tokens_per_microbatch and at most its share.
+        share = tokens_per_step // alloc.parallel.dp_size
+        if share < 1:
+            continue
+        microbatch = min(tokens_per_microbatch, share)
+        step = step_time(
+            alloc,
+            shape,
+            gpu=gpu_,
+            n_gpus_per_node=n_gpus_per_node,
+            tokens_per_step=tokens_per_step,
+            tokens_per_microbatch=microbatch,
+            recompute=recompute,
+            **knobs,
+        )
+        memory = estimate(
+            alloc,
+            shape,
+            tokens_per_microbatch=microbatch,
+            recompute="full" if recompute == "full" else "none",
+            gpu_memory_gb=memory_gb,
+        )
+        ranked.append(RankedLayout(spec, step, memory))
+    ranked.sort(key=lambda r: (not r.fits, r.step.total))
+    if fits_only:
+        ranked = [r for r in ranked if r.fits]
+    return ranked if top is None else ranked[:top]
+
+
+# -- the rollout / actor split -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitOption:
+    """One way to split the GPUs: the best layout of each engine and their times for one
+    RL step (a batch generated, then trained on)."""
+
+    rollout_gpus: int
+    actor_gpus: int
+    rollout: str
+    actor: str
+    generate_s: float
+    train_s: float
+    step_s: float  # the longer of the two (asynchronous) or their sum (synchronous)
+    decode: DecodeThroughput = field(repr=False, compare=False)
+    actor_step: StepTime = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RLSplit:
+    """The split at which generation keeps up with training, and every split tried."""
+
+    best: SplitOption
+    options: tuple[SplitOption, ...]
+    assumptions: Mapping[str, Any]
+
+
+def rl_split(
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    total_gpus: int,
+    batch_size: int,
+    n_samples: int,
+    max_new_tokens: int,
+    prompt_tokens: int,
+    mean_response_tokens: int | None = None,
+    n_gpus_per_node: int = 8,
+    rollout_backend: str = "sglang",
+    actor_backend: str = "fsdp",
+    tokens_per_microbatch: int | None = None,
+    recompute: Recompute = "none",
+    ppo_n_minibatches: int = 1,
+    asynchronous: bool = True,
+    max_concurrent_rollouts: int | None = None,
+) -> RLSplit:
+    """How many of ``total_gpus`` GPUs the rollout and the actor should get.
+
+    One RL step generates ``batch_size × n_samples`` responses of
+    ``mean_response_tokens`` each (default: half of ``max_new_tokens``), after prompts of
+    ``prompt_tokens``, and trains the actor on them in ``ppo_n_minibatches`` optimizer
+    steps. For every split in whole nodes (single GPUs on one node) the rollout gets its
+    fastest layout by decode throughput, the actor its fastest layout that fits by step
+    time; the step takes the longer of generation and training when they overlap
+    (AReaL's asynchronous training, ``asynchronous``), their sum otherwise. The best split
+    is the shortest step. Only the actor trains here: ref, critic and teacher forward
+    passes are not counted.
+    """
+    gpu_ = hardware(gpu)
+    for name, value in (
+        ("total_gpus", total_gpus),
+        ("batch_size", batch_size),
+        ("n_samples", n_samples),
+        ("max_new_tokens", max_new_tokens),
+        ("ppo_n_minibatches", ppo_n_minibatches),
+    ):
+        if type(value) is not int or value < 1:
+            raise AllocationError(
+                f"{name} must be a positive integer, got {value!r}",
+                None,
+                None,
+                hint=f"give {name} as a whole number above 0",
+            )
+    response = mean_response_tokens if mean_response_tokens is not None else max_new_tokens // 2
+    if type(response) is not int or response < 1:
+        raise AllocationError(
+            f"mean_response_tokens must be a positive integer, got {response!r}",
+            None,
+            None,
+            hint="give the mean response length you expect, e.g. half of max_new_tokens",
+        )
+    step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
+    if total_gpus < 2 or total_gpus % step:
+        raise AllocationError(
+            f"{total_gpus} GPUs cannot be split between a rollout and an actor"
+            + (f" in whole nodes of {n_gpus_per_node}" if step > 1 else ""),
+            None,
+            None,
+            hint="give at least two GPUs, in whole nodes when there are more than one",
+        )
+    shape = model_shape_of(model)
+    mapping = _as_model_mapping(shape)
+    sequences = batch_size * n_samples
+    generated = sequences * response
+    trained = sequences * (prompt_tokens + response)
+    per_update = math.ceil(trained / ppo_n_minibatches)
+    concurrent = max_concurrent_rollouts or sequences
+    context = prompt_tokens + response // 2 or 1
+    microbatch = tokens_per_microbatch or (prompt_tokens + max_new_tokens)
+    options: list[SplitOption] = []
+    for rollout_gpus in range(step, total_gpus, step):
+        actor_gpus = total_gpus - rollout_gpus
+        decode = _fastest_rollout(
+            rollout_backend,
+            rollout_gpus,
+            mapping,
+            shape,
+            gpu_,
+            concurrent,
+            context,
+            n_gpus_per_node,
+        )
+        if decode is None:
+            continue
+        trains = _fastest_actor(
+            actor_backend,
+            actor_gpus,
+            mapping,
+            gpu_,
+            per_update,
+            microbatch,
+            n_gpus_per_node,
+            recompute,
+        )
+        if trains is None:
+            continue
+        generate_s = generated / decode[1].tokens_per_s
+        train_s = ppo_n_minibatches * trains.step.total
+        options.append(
+            SplitOption(
+                rollout_gpus,
+                actor_gpus,
+                decode[0],
+                trains.spec,
+                generate_s,
+                train_s,
+                max(generate_s, train_s) if asynchronous else generate_s + train_s,
+                decode[1],
+                trains.step,
+            )
+        )
+    if not options:
+        raise AllocationError(
+            f"no split of {total_gpus} GPUs has a {rollout_backend} layout whose KV cache "
+            f"holds a sequence and an {actor_backend} layout that fits {gpu_.name}",
+            None,
+            None,
+            hint="more GPUs, a GPU with more memory, shorter sequences, or "
+            "recompute='full' (gradient_checkpointing)",
+        )
+    best = min(options, key=lambda o: o.step_s)
+    assumptions = {
+        "mean_response_tokens": response,
+        "prompt_tokens": prompt_tokens,
+        "tokens_per_microbatch": microbatch,
+        "concurrent_rollouts": concurrent,
+        "asynchronous": asynchronous,
+        "gpu": gpu_.name,
+        "counted": "rollout decoding and the actor's training; not prefill, ref, critic "
+        "or weight updates",
+    }
+    return RLSplit(best, tuple(options), assumptions)
+
+
+def _fastest_rollout(
+    backend: str,
+    gpus: int,
+    mapping: Mapping[str, Any],
+    shape: ModelShape,
+    gpu: Hardware,
+    concurrent: int,
+    context: int,
+    n_gpus_per_node: int,
+) -> tuple[str, DecodeThroughput] | None:
+    best: tuple[str, DecodeThroughput] | None = None
+    for spec in layouts(backend, gpus, model=mapping, max_tp=n_gpus_per_node):
+        try:
+            found = decode_throughput(
+                spec,
+                shape,
+                gpu=gpu,
+                concurrent=concurrent,
+                context_tokens=context,
+                n_gpus_per_node=n_gpus_per_node,
+            )
+        except AllocationError:  # its KV cache does not hold one sequence
+            continue
+        if best is None or found.tokens_per_s > best[1].tokens_per_s:
+            best = (spec, found)
+    return best
+
+
+def _fastest_actor(
+    backend: str,
+    gpus: int,
+    mapping: Mapping[str, Any],
+    gpu: Hardware,
+    tokens_per_step: int,
+    tokens_per_microbatch: int,
+    n_gpus_per_node: int,
+    recompute: Recompute,
+) -> RankedLayout | None:
+    for ranked in rank_layouts(
+        backend,
+        gpus,
+        mapping,
+        gpu=gpu,
+        tokens_per_step=tokens_per_step,
+        tokens_per_microbatch=tokens_per_microbatch,
+        n_gpus_per_node=n_gpus_per_node,
+        recompute=recompute,
+        fits_only=True,
+    ):
+        return ranked
+    return None
+
+
+def _as_model_mapping(shape: ModelShape) -> dict[str, Any]:
+    """The shape as the ``model`` mapping the layout rules read."""
+    return {
+        "num_layers": shape.num_layers,
+        "hidden_size": shape.hidden_size,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_kv_heads": shape.num_kv_heads,
+        "head_dim": shape.head_dim,
+        "ffn_hidden_size": shape.ffn_hidden_size,
+        "vocab_size": shape.vocab_size,
+        "tie_word_embeddings": shape.tie_word_embeddings,
+        "num_experts": shape.num_experts,
+        "moe_ffn_hidden_size": shape.moe_ffn_hidden_size or None,
+        "moe_shared_expert_ffn_hidden_size": shape.moe_shared_expert_ffn_hidden_size or None,
+        "moe_router_topk": shape.moe_router_topk or None,
+        "max_seq_len": shape.max_seq_len,
+    }

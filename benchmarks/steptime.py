@@ -1,0 +1,99 @@
+"""The step-time model against published measurements, and its speed.
+
+For each table of ``shared/fixtures/perf`` it prints every row's predicted and measured
+step time, then per workload (the rows one job could choose between) the Spearman rank
+correlation of predicted against measured throughput per GPU and the top-1 regret: the
+measured time of the layout the model ranks first over the measured best. Then the
+ordinal facts of the Megatron paper's figures, and the cost of one ``step_time`` call and
+of ranking every layout of a 1024-GPU engine.
+
+    python benchmarks/steptime.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _perf_tables import all_rows, figure_facts, measured_per_gpu, predict, spearman
+
+from areal_conf.performance import step_time
+from areal_conf.ranking import rank_layouts
+
+
+def tables() -> None:
+    rows = all_rows()
+    predicted = {id(row): predict(row).total for row in rows}
+    header = f"{'measured s':>10} {'predicted s':>11} {'ratio':>6}"
+    print(f"{'table':27} {'row':26} {'layout':20} {header}")
+    for row in rows:
+        p = predicted[id(row)]
+        print(
+            f"{row.table:27} {row.label:26} {row.spec.split(':')[1]:20} "
+            f"{row.measured_s:10.2f} {p:11.2f} {p / row.measured_s:6.2f}"
+        )
+    print()
+    print("Workloads (the layouts one job could choose between), by step time:")
+    print(f"{'workload':42} {'rows':>4} {'Spearman':>9} {'top-1 regret':>13}")
+    workloads: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for row in rows:
+        if row.table in ("narayanan2021_table2", "korthikanti2022_table5"):
+            workloads[row.workload].append((row.measured_s, predicted[id(row)]))
+    rhos = []
+    for name, points in workloads.items():
+        rho = spearman([m for m, _ in points], [p for _, p in points])
+        chosen = min(points, key=lambda point: point[1])
+        regret = chosen[0] / min(m for m, _ in points)
+        rhos.append(rho)
+        print(f"{name:42} {len(points):4} {rho:9.3f} {regret:13.3f}")
+    print(f"{'mean':42} {'':4} {statistics.mean(rhos):9.3f}")
+    print()
+    print("Weak scaling (a different model each row), by TFLOPS per GPU:")
+    for table in ("narayanan2021_table1", "megatron_readme_h100_2024"):
+        chosen_rows = [r for r in rows if r.table == table]
+        rho = spearman(
+            [measured_per_gpu(r, r.measured_s) for r in chosen_rows],
+            [measured_per_gpu(r, predicted[id(r)]) for r in chosen_rows],
+        )
+        print(f"{table:42} {len(chosen_rows):4} {rho:9.3f}")
+    print()
+    for fact, held in figure_facts():
+        print(("holds   " if held else "misses  ") + fact)
+
+
+def speed() -> None:
+    model = {
+        "num_layers": 48,
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "num_kv_heads": 8,
+        "ffn_hidden_size": 25600,
+        "vocab_size": 151936,
+    }
+    spec = "megatron:d8p2t4"
+    knobs = {"gpu": "h100", "tokens_per_step": 1 << 21, "tokens_per_microbatch": 16384}
+    step_time(spec, model, **knobs)
+    calls = 2000
+    start = time.perf_counter()
+    for _ in range(calls):
+        step_time(spec, model, **knobs)
+    per_call = (time.perf_counter() - start) / calls
+    moe = {**model, "num_experts": 128, "moe_ffn_hidden_size": 1536, "moe_router_topk": 8}
+    for label, shape in (("dense", model), ("MoE, 128 experts", moe)):
+        start = time.perf_counter()
+        ranked = rank_layouts("megatron", 1024, shape, **knobs)
+        took = time.perf_counter() - start
+        print(f"rank every megatron layout of 1024 GPUs ({label}): ", end="")
+        print(f"{len(ranked)} layouts in {took:.3f} s")
+    print(f"step_time: {per_call * 1e6:.1f} µs a call (mean of {calls})")
+
+
+if __name__ == "__main__":
+    tables()
+    print()
+    speed()

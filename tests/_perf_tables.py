@@ -1,0 +1,325 @@
+"""The published step times of ``shared/fixtures/perf``, as rows the step-time model can
+predict: each with its layout, model, batch and the measured seconds of one step.
+
+The papers report throughput (TFLOPS per GPU, counted with their own FLOP formulas);
+a row's measured step time is those FLOPs over the GPUs' throughput. Shared by the
+tests (tests/test_performance.py) and ``benchmarks/steptime.py``.
+
+Setup the tables do not print, as the sources describe it:
+
+- Narayanan et al. 2021: GPT with a 4h GELU MLP (modelled as a gated MLP of the same
+  weights, 8h/3), sequence 2048, vocabulary 51,200, fp16 with full activation
+  recomputation, micro-batch 1 for the PTD-P rows (Table 2 gives it), no
+  overlap of the data-parallel all-reduce, gradients all-reduced in fp16.
+- Korthikanti et al. 2022: the same GPT, one data-parallel replica, full recomputation
+  without sequence parallelism against selective recomputation with it.
+- Megatron-LM's 2024 H100 table: GPT with sequence 4096 and vocabulary 131,072, bf16,
+  distributed optimizer, data-parallel and tensor-parallel communication overlapped,
+  selective recomputation, micro-batch 1.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "perf"
+
+
+@dataclass(frozen=True)
+class Row:
+    table: str
+    workload: str  # rows of one workload are layouts of the same job
+    label: str
+    spec: str
+    model: dict[str, Any]
+    gpu: str
+    measured_s: float
+    flops: float  # the source's FLOPs of one step, for throughput per GPU
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+
+def gpt(heads: int, hidden: int, layers: int, vocab: int, seq: int) -> dict[str, Any]:
+    """A GPT of the papers: MHA, a 4h MLP (as the gated MLP of equal weights)."""
+    return {
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "ffn_hidden_size": round(8 * hidden / 3),
+        "vocab_size": vocab,
+        "max_seq_len": seq,
+    }
+
+
+def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
+    """Narayanan et al. (2021), eq. 3: FLOPs of an iteration with full recomputation."""
+    return (
+        96
+        * batch
+        * seq
+        * layers
+        * hidden**2
+        * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+    )
+
+
+def megatron_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
+    """Megatron-LM's num_floating_point_operations for a GPT (no recomputation counted)."""
+    return (
+        72
+        * batch
+        * seq
+        * layers
+        * hidden**2
+        * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+    )
+
+
+def _read(name: str) -> list[dict[str, str]]:
+    with open(SHARED / name, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _megatron_spec(d: int, t: int, p: int) -> str:
+    body = "".join(f"{k}{v}" for k, v in (("d", d), ("p", p), ("t", t)) if v > 1) or "d1"
+    return "megatron:" + body
+
+
+SEQ_2021 = 2048
+VOCAB_2021 = 51200
+KNOBS_2021 = {
+    "recompute": "full",
+    "overlap_grad_reduce": False,
+    "grad_reduce_dtype": "float16",
+    "flash_attention": False,
+    "distributed_optimizer": False,
+}
+
+
+def narayanan_table1() -> list[Row]:
+    rows = []
+    for r in _read("narayanan2021_table1.csv"):
+        h, layers, heads = int(r["hidden"]), int(r["layers"]), int(r["heads"])
+        t, p, d = int(r["t"]), int(r["p"]), int(r["d"])
+        batch, gpus = int(r["global_batch"]), int(r["gpus"])
+        flops = narayanan_flops(batch, SEQ_2021, layers, h, VOCAB_2021)
+        rows.append(
+            Row(
+                "narayanan2021_table1",
+                "narayanan2021_table1",
+                f"{r['params_billion']}B",
+                _megatron_spec(d, t, p),
+                gpt(heads, h, layers, VOCAB_2021, SEQ_2021),
+                "a100",
+                flops / (gpus * float(r["tflops_per_gpu"]) * 1e12),
+                flops,
+                {
+                    **KNOBS_2021,
+                    "tokens_per_step": batch * SEQ_2021,
+                    "tokens_per_microbatch": SEQ_2021,
+                    "sequence_parallel": False,
+                },
+            )
+        )
+    return rows
+
+
+# GPT-3 175B of Table 2 (96 layers, hidden 12288, 96 heads).
+GPT3 = (96, 12288, 96)
+
+
+def narayanan_table2() -> list[Row]:
+    rows = []
+    heads, h, layers = GPT3
+    for r in _read("narayanan2021_table2.csv"):
+        t, p, gpus = int(r["t"]), int(r["p"]), int(r["gpus"])
+        batch, mb = int(r["global_batch"]), int(r["microbatch"])
+        d = gpus // (t * p)
+        spec = "fsdp:d" + str(gpus) if r["scheme"] == "zero3" else _megatron_spec(d, t, p)
+        flops = narayanan_flops(batch, SEQ_2021, layers, h, VOCAB_2021)
+        rows.append(
+            Row(
+                "narayanan2021_table2",
+                f"narayanan2021_table2 {gpus} GPUs",
+                f"{r['scheme']} {gpus}",
+                spec,
+                gpt(heads, h, layers, VOCAB_2021, SEQ_2021),
+                "a100",
+                flops / (gpus * float(r["tflops_per_gpu"]) * 1e12),
+                flops,
+                {
+                    **KNOBS_2021,
+                    "tokens_per_step": batch * SEQ_2021,
+                    "tokens_per_microbatch": mb * SEQ_2021,
+                    "seq_len": SEQ_2021,
+                    "sequence_parallel": False,
+                    "regather_for_recompute": True,  # DeepSpeed's ZeRO-3
+                },
+            )
+        )
+    return rows
+
+
+def korthikanti_table5() -> list[Row]:
+    rows = []
+    for r in _read("korthikanti2022_table5.csv"):
+        h, layers, heads = int(r["hidden"]), int(r["layers"]), int(r["heads"])
+        t, p, v = int(r["t"]), int(r["p"]), int(r["virtual_stages"])
+        batch, mb, seq = int(r["global_batch"]), int(r["microbatch"]), int(r["seq"])
+        spec = _megatron_spec(1, t, p)
+        common = {
+            "tokens_per_step": batch * seq,
+            "tokens_per_microbatch": mb * seq,
+            "seq_len": seq,
+            "virtual_stages": v,
+            "flash_attention": False,
+            "distributed_optimizer": False,
+        }
+        for column, knobs in (
+            ("iter_s_full_recompute", {"recompute": "full", "sequence_parallel": False}),
+            ("iter_s_selective_sp", {"recompute": "selective", "sequence_parallel": True}),
+        ):
+            rows.append(
+                Row(
+                    "korthikanti2022_table5",
+                    f"korthikanti2022_table5 {r['model']}",
+                    f"{r['model']} {column.removeprefix('iter_s_')}",
+                    spec,
+                    gpt(heads, h, layers, VOCAB_2021, seq),
+                    "a100",
+                    float(r[column]),
+                    narayanan_flops(batch, seq, layers, h, VOCAB_2021),
+                    {**common, **knobs},
+                )
+            )
+    return rows
+
+
+def megatron_h100() -> list[Row]:
+    rows = []
+    for r in _read("megatron_readme_h100_2024.csv"):
+        h, layers, heads = int(r["hidden"]), int(r["layers"]), int(r["heads"])
+        t, p, d = int(r["t"]), int(r["p"]), int(r["d"])
+        batch, gpus, seq, vocab = (
+            int(r["global_batch"]),
+            int(r["gpus"]),
+            int(r["seq"]),
+            int(r["vocab"]),
+        )
+        flops = megatron_flops(batch, seq, layers, h, vocab)
+        rows.append(
+            Row(
+                "megatron_readme_h100_2024",
+                "megatron_readme_h100_2024",
+                f"{r['params_billion']}B",
+                _megatron_spec(d, t, p),
+                gpt(heads, h, layers, vocab, seq),
+                "h100",
+                flops / (gpus * float(r["tflops_per_gpu"]) * 1e12),
+                flops,
+                {
+                    "tokens_per_step": batch * seq,
+                    "tokens_per_microbatch": seq,
+                    "recompute": "selective",
+                    "tp_comm_overlap": True,
+                    "overlap_grad_reduce": True,
+                    "overlap_param_gather": True,
+                },
+            )
+        )
+    return rows
+
+
+def all_rows() -> list[Row]:
+    return [*narayanan_table1(), *narayanan_table2(), *korthikanti_table5(), *megatron_h100()]
+
+
+def predict(row: Row) -> Any:
+    from areal_conf.performance import step_time
+
+    return step_time(row.spec, row.model, gpu=row.gpu, **row.knobs)
+
+
+def measured_per_gpu(row: Row, seconds: float) -> float:
+    """TFLOPS per GPU at a step time, with the source's FLOP count."""
+    from areal_conf.allocation import ModelAllocation
+
+    return row.flops / (ModelAllocation.from_str(row.spec).world_size * seconds) / 1e12
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (ties get their mean rank)."""
+
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=False))
+    var = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return cov / var if var else 0.0
+
+
+# -- the ordinal facts of Narayanan et al.'s figures 13-16 (64 A100 GPUs) ----------------
+# Their models: 162.2B = 32 layers of hidden 20480 (128 heads); 5.9B = 32 layers of 3840
+# (32 heads); 91B = 72 layers of 10240 (80 heads), the shapes that give those sizes with
+# layer counts the pipelines divide.
+M162 = gpt(128, 20480, 32, VOCAB_2021, SEQ_2021)
+M59 = gpt(32, 3840, 32, VOCAB_2021, SEQ_2021)
+M91 = gpt(80, 10240, 72, VOCAB_2021, SEQ_2021)
+FIGURE_KNOBS = {**KNOBS_2021, "tokens_per_microbatch": SEQ_2021, "sequence_parallel": False}
+
+
+def figure_time(spec: str, model: dict[str, Any], batch: int, microbatch: int = 1) -> float:
+    from areal_conf.performance import step_time
+
+    knobs = {**FIGURE_KNOBS, "tokens_per_microbatch": microbatch * SEQ_2021, "seq_len": SEQ_2021}
+    return step_time(spec, model, gpu="a100", tokens_per_step=batch * SEQ_2021, **knobs).total
+
+
+def figure_facts() -> list[tuple[str, bool]]:
+    facts = []
+    for batch in (32, 128, 512):
+        times = {
+            (t, p): figure_time(f"megatron:p{p}t{t}", M162, batch)
+            for t, p in ((2, 32), (4, 16), (8, 8), (16, 4), (32, 2))
+        }
+        fastest, slowest = min(times, key=times.__getitem__), max(times, key=times.__getitem__)
+        facts.append((f"fig. 13, batch {batch}: (t, p) = (8, 8) fastest", fastest == (8, 8)))
+        facts.append((f"fig. 13, batch {batch}: t > 8 slowest", slowest[0] > 8))
+    for batch in (32, 128, 512):
+        pipeline = [figure_time(f"megatron:d{64 // p}p{p}", M59, batch) for p in (2, 4, 8, 16, 32)]
+        facts.append(
+            (
+                f"fig. 14, batch {batch}: more pipeline stages (fewer data-parallel) are slower",
+                pipeline == sorted(pipeline),
+            )
+        )
+        tensor = [figure_time(f"megatron:d{64 // t}t{t}", M59, batch) for t in (2, 4, 8, 16, 32)]
+        facts.append(
+            (
+                f"fig. 15, batch {batch}: more tensor parallelism (fewer data-parallel) is slower",
+                tensor == sorted(tensor),
+            )
+        )
+    for batch in (128, 512):
+        by_mb = {b: figure_time("megatron:p8t8", M91, batch, b) for b in (1, 2, 4, 8)}
+        facts.append(
+            (
+                f"fig. 16, batch {batch}: micro-batch 2 beats 1 and 4",
+                by_mb[2] < by_mb[1] and by_mb[2] < by_mb[4],
+            )
+        )
+    return facts
