@@ -289,4 +289,9 @@ def report_sweep_error(exc: BaseException) -> tuple[str, int] | None:
     if reported is None:
         return None
     message, _ = reported
+    # The launcher's advice names its own option; on this command line it is --dry-run.
+    message = message.replace(_LAUNCHER_DRY_RUN, "python -m areal_conf sweep --dry-run ...")
     return (message if message.startswith("error:") else f"error: {message}"), EXIT_INVALID
+
+
+_LAUNCHER_DRY_RUN = "hydra.launcher.dry_run=true"
