@@ -59,6 +59,8 @@ class Context:
     memory_note: str = ""
     model: dict[str, Any] = field(default_factory=dict)  # the shape's keys, merged
     model_source: str = ""
+    step_seconds: dict[str, float] = field(default_factory=dict)  # predicted, by engine
+    speed_note: str = ""  # how the step times were predicted
 
     def __post_init__(self) -> None:
         if not self.plan_nodes:
@@ -92,7 +94,12 @@ class Context:
     def plan(self) -> Plan:
         memory = self.memory.estimates if self.memory is not None else {}
         engines = {
-            name: replace(e, slots=self.slots.get(e.owner, ()), memory=memory.get(name))
+            name: replace(
+                e,
+                slots=self.slots.get(e.owner, ()),
+                memory=memory.get(name),
+                step_seconds=self.step_seconds.get(name),
+            )
             if e.enabled
             else e
             for name, e in self.engines.items()
@@ -110,6 +117,7 @@ class Context:
             scheduler=SchedulerRules(self.run.scheduler_type, self.column),
             model_source=self.model_source,
             placed_nodes=self.placed_nodes,
+            speed_note=self.speed_note,
         )
 
 
@@ -361,6 +369,33 @@ def check_engine_memory(ctx: Context) -> None:
         )
     for text in (*notes, *ctx.memory.warnings):
         ctx.warn(text)
+
+
+def predict_step_times(ctx: Context) -> None:
+    """Each training engine's predicted seconds a training step, when the model's shape
+    and the batch are known (:mod:`areal_conf.speed`). Never rejects a config."""
+    from areal_conf.speed import gpu_for_speed, training_step
+
+    if ctx.run.cluster.cpu_run:
+        return
+    shape = model_shape(ctx.model) if ctx.model else None
+    if not isinstance(shape, ModelShape):
+        return
+    gpu, said = gpu_for_speed(ctx.settings.gpu)
+    for e in ctx.built():
+        section = ctx.run.engines.get(e.name)
+        if e.allocation is None or e.allocation.is_inference or section is None:
+            continue
+        if _own_model(ctx, e) is not None:
+            continue  # another model (a teacher's): its shape is not the actor's
+        step = training_step(ctx.run, section, ctx.settings.mean_response_tokens)
+        if isinstance(step, str):
+            continue
+        try:
+            ctx.step_seconds[e.name] = step.seconds(e.allocation, shape, gpu, max(1, ctx.n))
+        except AllocationError:  # e.g. more data-parallel ranks than tokens: no time
+            continue
+        ctx.speed_note = step.describe(said)
 
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:

@@ -31,6 +31,8 @@ class EnginePlan:
     gpu_owner: str | None = None  # colocated: the engine at the end of the chain
     not_built: str | None = None  # why the engine is not built (allocation is None)
     memory: MemoryEstimate | None = None  # per GPU; None when the model shape is unknown
+    # Predicted seconds of a training step (areal_conf.speed); None: not predicted.
+    step_seconds: float | None = None
     section: str = ""  # where its keys are, when not its name (teacher.rollout)
     controller: str = "v1"  # AReaL's controller version (_version)
     # AReaL's workers and GPUs per worker (controller v2 splits an inference instance
@@ -109,6 +111,7 @@ class EnginePlan:
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],
             "memory": None if self.memory is None else self.memory.gb(),
+            "step_seconds": None if self.step_seconds is None else round(self.step_seconds, 3),
         }
 
 
@@ -138,6 +141,7 @@ class Plan:
     #: Nodes the placement uses: more than ``n_nodes`` when a scheduler that does not
     #: read ``cluster.n_nodes`` (Slurm, Ray) is given more work than it declares.
     placed_nodes: int | None = None
+    speed_note: str = ""  # how the engines' step times were predicted, when they were
 
     @property
     def cpu_run(self) -> bool:
@@ -196,6 +200,7 @@ class Plan:
             "warnings": list(self.warnings),
             "memory_note": self.memory_note or None,
             "model_source": self.model_source or None,
+            "speed_note": self.speed_note or None,
         }
 
 

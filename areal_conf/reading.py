@@ -425,6 +425,9 @@ class EngineSection:
     agent_mode: object = "inline"
     max_concurrent_rollouts: int | None = None
     consumer_batch_size: int | None = None
+    # The rollout may run this many weight versions ahead: above 0, generation overlaps
+    # training (AReaL's asynchronous RL).
+    max_head_offpolicyness: int = 0
 
     def key(self, name: str) -> str:
         """The full config key of one of this engine's keys, e.g. ``teacher.rollout.backend``."""
@@ -477,6 +480,7 @@ class Workload:
     batch_size: int | None = None
     prompt_len: int = 0
     max_new_tokens: int = 16384
+    n_samples: int = 1  # gconfig.n_samples: responses generated per prompt
 
 
 @dataclass(frozen=True)
@@ -804,6 +808,10 @@ def read_engine(
             node, "max_concurrent_rollouts", at("max_concurrent_rollouts"), None, 256
         ),
         consumer_batch_size=_int(node, "consumer_batch_size", at("consumer_batch_size"), None, 256),
+        max_head_offpolicyness=_int(
+            node, "max_head_offpolicyness", at("max_head_offpolicyness"), 0, 2
+        )
+        or 0,
     )
 
 
@@ -912,11 +920,10 @@ def _read_workload(cfg: Any) -> Workload:
         batch = _int(dataset, "batch_size", "train_dataset.batch_size", None, 256)
         max_length = _int(dataset, "max_length", "train_dataset.max_length", None, 1024)
     gconfig = read_value(cfg, "gconfig", "gconfig")
-    new_tokens = (
-        _int(gconfig, "max_new_tokens", "gconfig.max_new_tokens", None, 1024)
-        if is_mapping(gconfig)
-        else None
-    )
+    new_tokens = samples = None
+    if is_mapping(gconfig):
+        new_tokens = _int(gconfig, "max_new_tokens", "gconfig.max_new_tokens", None, 1024)
+        samples = _int(gconfig, "n_samples", "gconfig.n_samples", None, 4)
     return Workload(
         enable_offload=offload,
         enable_offload_given="enable_offload" in config_keys(cfg),
@@ -925,6 +932,7 @@ def _read_workload(cfg: Any) -> Workload:
         batch_size=batch,
         prompt_len=max_length or 0,
         max_new_tokens=16384 if new_tokens is None else new_tokens,
+        n_samples=samples or 1,
     )
 
 

@@ -112,29 +112,34 @@ def plan_report(plan: Plan, *, groups: bool = False, order: str = DEFAULT_ORDER)
 
 def plan_table(plan: Plan) -> str:
     """One row per engine, then the GPU summary, the engines not built, why memory is
-    unknown, and the warnings."""
-    header = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
+    unknown, and the warnings. A training engine's predicted seconds a training step
+    (``s/step``) is a column when some engine has one."""
+    timed = any(e.step_seconds is not None for e in plan.engines.values())
+    header: tuple[str, ...] = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
+    if timed:
+        header += ("s/step",)
     rows = [header]
     for e in plan.engines.values():
         if e.allocation is None:
-            rows.append((e.name, "(not built)", "", "0", "", "", ""))
+            rows.append((e.name, "(not built)", "", "0", *[""] * (len(header) - 4)))
             continue
         backend = str(e.allocation)
         if e.inherited_from:
             backend += f" (= {e.inherited_from}.backend)"
         gpus = "-" if plan.cpu_run else str(e.gpus)
         memory = "?" if e.memory is None else f"{e.memory.total / GB:.1f}"
-        rows.append(
-            (
-                e.name,
-                backend,
-                dims_text(e),
-                gpus,
-                scheduling_text(e),
-                _ranges(e.nodes),
-                memory,
-            )
+        row: tuple[str, ...] = (
+            e.name,
+            backend,
+            dims_text(e),
+            gpus,
+            scheduling_text(e),
+            _ranges(e.nodes),
+            memory,
         )
+        if timed:
+            row += ("-" if e.step_seconds is None else seconds_text(e.step_seconds),)
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -149,8 +154,17 @@ def plan_table(plan: Plan) -> str:
         lines.append(f"model: {plan.model_source}")
     if plan.memory_note:
         lines.append(plan.memory_note)
+    if timed and plan.speed_note:
+        lines.append(plan.speed_note)
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def seconds_text(seconds: float) -> str:
+    """Three significant figures: ``0.412``, ``12.3``, ``1,234``."""
+    if seconds >= 1000:
+        return f"{seconds:,.0f}"
+    return f"{seconds:.3g}"
 
 
 def plan_summary(plan: Plan) -> str:

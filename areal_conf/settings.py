@@ -11,7 +11,9 @@ or from the environment, which train.py, the launcher and ``validate`` read:
   memory counts when ``AREAL_CONF_GPU_MEMORY_GB`` is not given;
 - ``AREAL_CONF_MODEL``: the model's shape for the layout and memory checks: a
   ``config.json``, a model directory or a Hugging Face id (by default the shape comes
-  from ``actor.path``).
+  from ``actor.path``);
+- ``AREAL_CONF_MEAN_RESPONSE_TOKENS``: the mean response length the predicted step time
+  assumes (default: half of ``gconfig.max_new_tokens``).
 
 areal-conf's own application configs (those listing ``areal_schema``) may also set
 ``cluster.gpu_memory_gb`` and the ``model`` section; a setting given here wins over them.
@@ -31,6 +33,7 @@ from areal_conf.errors import AllocationError
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
 GPU_ENV: Final = "AREAL_CONF_GPU"
 MODEL_ENV: Final = "AREAL_CONF_MODEL"
+MEAN_RESPONSE_ENV: Final = "AREAL_CONF_MEAN_RESPONSE_TOKENS"
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Settings:
     read by :func:`areal_conf.areal_versions.choose_rules`); ``model`` holds model-section
     keys (``hf_config`` a file, directory or Hugging Face id; sizes such as
     ``num_layers``) with ``model_from`` naming where they came from; ``gpu`` the GPU by
-    its name in ``areal_conf.hardware.HARDWARE``.
+    its name in ``areal_conf.hardware.HARDWARE``; ``mean_response_tokens`` the mean
+    response length the predicted step time assumes.
     """
 
     areal_version: str | None = None
@@ -50,6 +54,24 @@ class Settings:
     gpu_memory_from: str = ""
     model: Mapping[str, Any] = field(default_factory=dict)
     model_from: str = ""
+    mean_response_tokens: int | None = None
+
+
+def positive_tokens(value: object, where: str) -> int:
+    """``value`` as a positive whole number of tokens, else an AllocationError."""
+    number: int | None = None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    elif type(value) is int:
+        number = value
+    if number is None or number < 1:
+        raise AllocationError(
+            f"{where}: must be a positive whole number of tokens, got {value!r}",
+            value if isinstance(value, str) else None,
+            None,
+            hint=f"e.g. {where}=2048",
+        )
+    return number
 
 
 def positive_gb(value: object, where: str) -> float:
@@ -90,6 +112,8 @@ def from_environment(
             gpu_gb, gb_from = known.hbm_gb, f"{GPU_ENV}={gpu}"
     model_text = env.get(MODEL_ENV, "")
     model = {"hf_config": model_text} if model_text else {}
+    response_text = env.get(MEAN_RESPONSE_ENV, "")
+    response = positive_tokens(response_text, MEAN_RESPONSE_ENV) if response_text else None
     return Settings(
         areal_version=areal_version,
         gpu=gpu,
@@ -97,6 +121,7 @@ def from_environment(
         gpu_memory_from=gb_from,
         model=model,
         model_from=MODEL_ENV if model else "",
+        mean_response_tokens=response,
     )
 
 

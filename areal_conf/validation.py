@@ -28,6 +28,7 @@ from areal_conf.checks import (
     parse_all,
     pasteable,
     place_engines,
+    predict_step_times,
     read_model,
 )
 from areal_conf.errors import AllocationError
@@ -77,6 +78,7 @@ CHECKS: Final[dict[str, tuple[Check, ...]]] = {
         Check("placement", "GPUs on nodes", place_engines),
         Check("model", "the model's shape and the layout rules it implies", read_model),
         Check("memory", "each engine's memory per GPU", check_engine_memory),
+        Check("speed", "each training engine's predicted step time", predict_step_times),
     ),
     "2.0": (
         Check("E6", "scheduler.type is local, slurm, ray or null", v2.check_scheduler),
@@ -105,6 +107,7 @@ CHECKS: Final[dict[str, tuple[Check, ...]]] = {
         Check("placement", "GPUs on nodes", place_engines),
         Check("model", "the model's shape and the layout rules it implies", read_model),
         Check("memory", "each engine's memory per GPU", check_engine_memory),
+        Check("speed", "each training engine's predicted step time", predict_step_times),
     ),
 }
 
