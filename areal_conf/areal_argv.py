@@ -99,6 +99,23 @@ def parse_areal_command(
     )
 
 
+def parse_config_command(
+    argv: Sequence[str], cwd: str | os.PathLike[str] | None = None
+) -> AReaLCommand:
+    """``--config YAML [OVERRIDE ...]`` without a driver (what ``suggest`` takes), or a
+    whole AReaL command: read as :func:`parse_areal_command` reads the command's part
+    after its driver. The result is composed, never run."""
+    args = tuple(str(arg) for arg in argv)
+    if not args or not args[0].startswith("--conf"):
+        return parse_areal_command(args, cwd)
+    where = str(cwd) if cwd is not None else os.getcwd()
+    config, config_indices = _loader_config(args, 0)
+    overrides = [i for i in range(len(args)) if i not in config_indices]
+    return AReaLCommand(
+        args, "script", "", config, tuple(args[i] for i in overrides), tuple(overrides), where
+    )
+
+
 def _driver_start(args: tuple[str, ...]) -> tuple[Form, str, int]:
     """(form, driver, index of the first argument after it)."""
     for i, arg in enumerate(args):

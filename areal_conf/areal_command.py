@@ -69,6 +69,65 @@ def checked_command(
     return CheckedCommand(command, validate(compose_as_areal(command), settings=settings))
 
 
+def suggest_for_command(
+    argv: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    top: int = 3,
+) -> str:
+    """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
+    (or a whole AReaL command): the config is composed as AReaL composes it and checked
+    first, so a config that would not start gets its error instead."""
+    from areal_conf.areal_argv import parse_config_command
+    from areal_conf.areal_versions import choose_rules
+    from areal_conf.model_shape import model_shape, resolve_model
+    from areal_conf.reading import read_config
+    from areal_conf.settings import default_settings
+    from areal_conf.speed import gpu_for_speed
+    from areal_conf.suggest import suggest, suggestion_text
+    from areal_conf.validation import validate
+
+    if type(top) is not int or top < 1:
+        raise AllocationError(
+            f"--top must be a positive integer, got {top!r}", None, None, hint="e.g. --top 3"
+        )
+    settings = settings if settings is not None else default_settings()
+    command = parse_config_command(argv, cwd)
+    cfg = compose_as_areal(command)
+    plan = validate(cfg, settings=settings)
+    run = read_config(cfg, choose_rules(settings.areal_version).rules)
+    actor = run.actor
+    source = resolve_model(
+        dict(run.model),
+        actor.path if actor is not None else None,
+        settings.model,
+        settings.model_from,
+    )
+    shape = model_shape(source.keys)
+    if isinstance(shape, str):
+        raise AllocationError(
+            f"suggest needs the model's shape: {shape}",
+            None,
+            None,
+            hint="give it with --model hf_config=<the model's config.json, directory or "
+            "Hugging Face id> (or AREAL_CONF_MODEL)",
+        )
+    gpu, said = gpu_for_speed(settings.gpu)
+    memory_gb = settings.gpu_memory_gb or run.cluster.gpu_memory_gb or gpu.hbm_gb
+    found = suggest(
+        run,
+        plan,
+        shape,
+        gpu=gpu,
+        gpu_said=said,
+        gpu_memory_gb=memory_gb,
+        mean_response_tokens=settings.mean_response_tokens,
+        top=top,
+    )
+    return suggestion_text(found)
+
+
 def run_command(command: AReaLCommand, *, env: Mapping[str, str] | None = None) -> Finished:
     """Run ``command`` as given, in its working directory, forwarding signals; its exit
     status as a shell reports it. ``OSError`` when it cannot be started."""

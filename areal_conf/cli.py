@@ -23,6 +23,8 @@ from areal_conf.settings import Settings, from_environment
 from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
 
 _LAYOUTS_MAX_TP = 8  # the typical GPUs per node
+_RANK_TOKENS_PER_STEP = 1 << 20
+_RANK_CONCURRENT = 256
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -43,6 +45,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         if gb is None:
             gb, gb_from = known.hbm_gb, f"--gpu {gpu}"
     model = parse_model_args(getattr(args, "model", None) or [])
+    response = getattr(args, "mean_response_tokens", None)
+    if response is not None:
+        from areal_conf.settings import positive_tokens
+
+        response = positive_tokens(response, "--mean-response-tokens")
     return Settings(
         areal_version=version,
         gpu=gpu if gpu is not None else env.gpu,
@@ -50,6 +57,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         gpu_memory_from=gb_from if gb is not None else env.gpu_memory_from,
         model=model or env.model,
         model_from="--model" if model else env.model_from,
+        mean_response_tokens=response if response is not None else env.mean_response_tokens,
     )
 
 
@@ -170,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.set_defaults(run=_migrate)
     _add_command_verbs(commands)
     _add_layouts_command(commands)
+    _add_suggest_command(commands)
     schema = commands.add_parser(
         "schema", help="print a JSON Schema of the config for YAML editors"
     )
@@ -238,6 +247,7 @@ def _add_command_verbs(commands: Any) -> None:
             "--model: hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a "
             "Hugging Face id) or sizes such as num_layers=48 (environment: AREAL_CONF_MODEL)",
         )
+        _add_mean_response_option(parser)
         _add_version_option(parser)
         if verb == "sweep":
             parser.add_argument(
@@ -352,9 +362,49 @@ def _add_layouts_command(commands: Any) -> None:
     parser.add_argument(
         "--gpu-memory-gb",
         type=float,
-        default=DEFAULT_GPU_MEMORY_GB,
         metavar="GB",
-        help=f"memory of one GPU in GB (10^9 bytes) for --fits; default {DEFAULT_GPU_MEMORY_GB:g}",
+        help="memory of one GPU in GB (10^9 bytes) for --fits and --rank; default: the "
+        f"--gpu's, else {DEFAULT_GPU_MEMORY_GB:g}",
+    )
+    _add_gpu_option(parser)
+    parser.add_argument(
+        "--rank",
+        action="store_true",
+        help="sort the layouts by predicted time of a training step (inference backends: "
+        "by decode tokens per second), with GB/GPU beside; layouts that do not fit come "
+        "last (--fits leaves them out); needs the model shape (--model)",
+    )
+    parser.add_argument(
+        "--top", type=int, metavar="K", help="with --rank: keep the K predicted fastest"
+    )
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=_RANK_TOKENS_PER_STEP,
+        metavar="N",
+        help="with --rank: tokens of one optimizer step over all data-parallel ranks "
+        f"(default {_RANK_TOKENS_PER_STEP:,})",
+    )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=_RANK_CONCURRENT,
+        metavar="N",
+        help="with --rank of sglang or vllm: sequences generated at once "
+        f"(default {_RANK_CONCURRENT})",
+    )
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        metavar="N",
+        help="with --rank of sglang or vllm: mean tokens of context a decode step attends "
+        "to (default: half the model's max_seq_len, else 4096)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="with --rank: draw predicted step time against GB/GPU per layout into "
+        "FILE.png (needs matplotlib: pip install 'areal-conf[plot]')",
     )
     parser.add_argument(
         "--max-tokens-per-mb",
@@ -409,10 +459,21 @@ def _layouts(args: argparse.Namespace) -> None:
     model = merge_model(None, None, parse_model_args(args.model), "--model")
     engine = args.engine or default_engine(args.backend)
     check_engine_kind(engine, args.backend)
+    if (args.top is not None or args.plot) and not args.rank:
+        raise AllocationError(
+            "--top and --plot rank the layouts by predicted speed",
+            None,
+            None,
+            hint="add --rank",
+        )
+    if args.rank:
+        _ranked_layouts(args, model, engine)
+        return
+    gpu_memory_gb = _gpu_memory_gb(args)
     found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
     shown = found
     if args.fits:
-        knobs: dict[str, Any] = {"gpu_memory_gb": args.gpu_memory_gb}
+        knobs: dict[str, Any] = {"gpu_memory_gb": gpu_memory_gb}
         if args.max_tokens_per_mb is not None:
             knobs["tokens_per_microbatch"] = args.max_tokens_per_mb
         if args.gradient_checkpointing:
@@ -422,28 +483,225 @@ def _layouts(args: argparse.Namespace) -> None:
         width = max((len(spec) for spec in found), default=0)
         shown = [f"{spec.ljust(width)}  {memory_text(est)}" for spec, est in ranked]
         if not found:
-            hint = "more --gpus, a larger --gpu-memory-gb"
-            if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
-                hint += ", --gradient-checkpointing"
-            raise AllocationError(
-                f"no {args.backend} layout on {args.gpus} GPUs fits {args.gpu_memory_gb:g} GB "
-                "per GPU for this model",
-                None,
-                None,
-                hint=f"try {hint} or a smaller --max-tokens-per-mb",
-            )
+            _nothing_fits(args, gpu_memory_gb)
     if not found:
-        cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
-        raise AllocationError(
-            f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
-            None,
-            None,
-            hint="try another --gpus, a larger --max-tp, or check the --model values",
-        )
+        _no_layout(args)
     if args.hydra:
         print(shell_sweep_override(f"{engine}.backend", found))
     else:
         print("\n".join(shown))
+
+
+def _gpu_memory_gb(args: argparse.Namespace) -> float:
+    if args.gpu_memory_gb is not None:
+        from areal_conf.settings import positive_gb
+
+        return positive_gb(args.gpu_memory_gb, "--gpu-memory-gb")
+    if args.gpu is not None:
+        from areal_conf.hardware import hardware
+
+        return hardware(args.gpu, "--gpu").hbm_gb
+    return DEFAULT_GPU_MEMORY_GB
+
+
+def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
+    hint = "more --gpus, a larger --gpu-memory-gb"
+    if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
+        hint += ", --gradient-checkpointing"
+    raise AllocationError(
+        f"no {args.backend} layout on {args.gpus} GPUs fits {gpu_memory_gb:g} GB "
+        "per GPU for this model",
+        None,
+        None,
+        hint=f"try {hint} or a smaller --max-tokens-per-mb",
+    )
+
+
+def _no_layout(args: argparse.Namespace) -> None:
+    cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
+    raise AllocationError(
+        f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
+        None,
+        None,
+        hint="try another --gpus, a larger --max-tp, or check the --model values",
+    )
+
+
+def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str) -> None:
+    from areal_conf.performance import model_shape_of
+    from areal_conf.speed import gpu_for_speed
+
+    shape = model_shape_of(model)
+    gpu, said = gpu_for_speed(args.gpu)
+    gpu_memory_gb = args.gpu_memory_gb if args.gpu_memory_gb is not None else gpu.hbm_gb
+    per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
+    if BACKENDS[args.backend].kind == "inference":
+        _ranked_inference(args, shape, gpu, said, engine, per_node)
+        return
+    from areal_conf.ranking import rank_layouts
+    from areal_conf.report import seconds_text
+
+    microbatch = args.max_tokens_per_mb or shape.max_seq_len
+    if microbatch is None:
+        raise AllocationError(
+            "--rank needs the tokens of a micro-batch",
+            None,
+            None,
+            hint="give --max-tokens-per-mb N (AReaL's mb_spec.max_tokens_per_mb), or the "
+            "model's max_seq_len",
+        )
+    ranked = rank_layouts(
+        args.backend,
+        args.gpus,
+        model,
+        gpu=gpu,
+        tokens_per_step=args.tokens_per_step,
+        tokens_per_microbatch=microbatch,
+        n_gpus_per_node=per_node,
+        recompute="full" if args.gradient_checkpointing else "none",
+        max_tp=args.max_tp,
+        gpu_memory_gb=gpu_memory_gb,
+        fits_only=args.fits,
+        top=args.top,
+    )
+    if not ranked:
+        if args.fits:
+            _nothing_fits(args, gpu_memory_gb)
+        _no_layout(args)
+    if args.plot:
+        _plot(args.plot, ranked, gpu_memory_gb, f"{args.backend} on {args.gpus} GPUs, {said}")
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", [r.spec for r in ranked]))
+        return
+    rows = [("#", "layout", "s/step", "MFU", "GB/GPU")]
+    for i, r in enumerate(ranked, 1):
+        memory = f"{r.memory.total / 1e9:.1f}" + ("" if r.fits else " (does not fit)")
+        rows.append((str(i), r.spec, seconds_text(r.seconds), f"{r.step.mfu:.0%}", memory))
+    print(_columns(rows))
+    print(
+        f"predicted on {said}: {args.tokens_per_step:,} tokens a step, micro-batches of at "
+        f"most {microbatch:,} tokens, {gpu.inter_node_gb_per_s:g} GB/s network per GPU and "
+        f"{per_node} GPUs a node; GB/GPU against {gpu_memory_gb:g} GB"
+    )
+    if args.plot:
+        print(f"plot written to {args.plot}")
+
+
+def _ranked_inference(
+    args: argparse.Namespace, shape: Any, gpu: Any, said: str, engine: str, per_node: int
+) -> None:
+    from areal_conf.ranking import rank_decode
+
+    context = args.context_tokens or (shape.max_seq_len // 2 if shape.max_seq_len else 4096)
+    ranked = rank_decode(
+        args.backend,
+        args.gpus,
+        shape,
+        gpu=gpu,
+        concurrent=args.concurrent,
+        context_tokens=context,
+        n_gpus_per_node=per_node,
+        top=args.top,
+    )
+    if not ranked:
+        raise AllocationError(
+            f"no {args.backend} layout on {args.gpus} GPUs keeps a sequence of {context:,} "
+            "tokens in its KV cache",
+            None,
+            None,
+            hint="more --gpus, a GPU with more memory (--gpu), or fewer --context-tokens",
+        )
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", [spec for spec, _ in ranked]))
+        return
+    rows = [("#", "layout", "tokens/s", "batch", "bound")]
+    for i, (spec, rate) in enumerate(ranked, 1):
+        batch = str(rate.batch) + (" (KV cache full)" if rate.kv_limited else "")
+        rows.append((str(i), spec, f"{rate.tokens_per_s:,.0f}", batch, rate.bound))
+    print(_columns(rows))
+    print(
+        f"predicted on {said}: {args.concurrent:,} sequences at once, {context:,} tokens of "
+        "context on average; prefill not counted"
+    )
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def _plot(path: str, ranked: Sequence[Any], gpu_memory_gb: float, title: str) -> None:
+    from areal_conf.plot import plot_layouts
+
+    plot_layouts(path, ranked, gpu_memory_gb, title)
+
+
+def _suggest(args: argparse.Namespace) -> None:
+    from areal_conf.areal_command import suggest_for_command
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if args.config is not None:
+        command = ["--config", args.config, *command]
+    print(suggest_for_command(command, settings=settings_from(args), top=args.top))
+
+
+def _add_suggest_command(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "suggest",
+        help="the predicted-fastest layouts of a config's engines, and the rollout/actor split",
+        usage="python -m areal_conf suggest [OPTIONS] --config YAML [OVERRIDE ...]",
+        description="Compose an AReaL experiment YAML as AReaL does, check it, and print "
+        "for each training engine the layouts with the shortest predicted training step on "
+        "the GPUs it has, for the rollout the layouts with the most decode tokens per "
+        "second, and how to split the rollout's and the actor's GPUs so that generation "
+        "keeps up with training. The batch comes from train_dataset.batch_size, "
+        "gconfig.n_samples, gconfig.max_new_tokens and train_dataset.max_length. "
+        "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
+        "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ...",
+    )
+    parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML")
+    parser.add_argument(
+        "--top", type=int, default=3, metavar="K", help="layouts to show per engine (default 3)"
+    )
+    parser.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        metavar="GB",
+        help="memory of one GPU in GB (10^9 bytes); default: the --gpu's, else 80",
+    )
+    _add_gpu_option(parser)
+    _add_mean_response_option(parser)
+    parser.add_argument(
+        "--model",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="the model's shape when actor.path does not give it: hf_config=... (a "
+        "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
+    )
+    _add_version_option(parser)
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="OVERRIDE",
+        help="Hydra overrides of the YAML (actor.backend=megatron:d4t2), or the whole AReaL "
+        "command after --",
+    )
+    parser.set_defaults(run=_suggest)
+
+
+def _add_mean_response_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mean-response-tokens",
+        type=int,
+        metavar="N",
+        help="the mean response length the predicted step time assumes (default: half of "
+        "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",
+    )
 
 
 def _schema(args: argparse.Namespace) -> None:

@@ -474,7 +474,11 @@ def _step(
         attention = sequences * heads_here * (per_head - 2 * KERNEL_LAUNCH_S) + scores
         attention += 6 * KERNEL_LAUNCH_S
     replicated = ELEMENTWISE_PER_HIDDEN * h / (tp if sp else 1)
-    elementwise = 2.0 * tokens * (replicated + 2 * (q_out + kv_out) / tp + 3 * ffn_values)
+    # MoE: each token's copies are permuted to their experts and back (read and write).
+    permuted = 4 * s.topk * h / tp if s.experts else 0.0
+    elementwise = (
+        2.0 * tokens * (replicated + 2 * (q_out + kv_out) / tp + 3 * ffn_values + permuted)
+    )
     kernels = 8
     if fsdp:
         elementwise *= UNFUSED_FACTOR
@@ -507,16 +511,24 @@ def _step(
         exchange = price.ring(cp, cp_per_node, kv_bytes * cp, busy_per_node, g)
         passes = 3 + (1 if recompute == "full" else 0)  # K/V forward and backward, dK/dV
         cp_layer = max(0.0, passes * exchange - 3.5 * attention)
-    # -- expert parallel: dispatch and combine all-to-alls, forward and backward --------
+    # -- expert parallel: dispatch and combine all-to-alls over ep, forward and backward;
+    # with etp > 1 the tokens an expert shard gets are all-gathered over its etp group
+    # (and the results reduce-scattered) -----------------------------------------------
     ep_layer = 0.0
-    if s.experts and ep > 1:
-        ep_per_node = min(ep, max(1, g // tp_per_node))
-        payload = tokens * s.topk * h * 2  # bytes this GPU's tokens send to their experts
-        on_node = (ep_per_node - 1) / ep * payload / price.intra
-        off_node = (ep - ep_per_node) / ep * payload / price.port(busy_per_node, g)
-        step = NETWORK_STEP_S if ep > ep_per_node else NVLINK_STEP_S
+    if s.experts and (ep > 1 or etp > 1):
         passes = 2 + (1 if recompute == "full" else 0)
-        ep_layer = 2 * passes * (on_node + off_node + step)
+        # Megatron's expert grid puts etp fastest, then ep.
+        etp_per_node = min(etp, g)
+        ep_per_node = min(ep, max(1, g // etp_per_node))
+        payload = tokens / tp * s.topk * h * 2  # bytes this GPU's tokens send to experts
+        if ep > 1:
+            on_node = (ep_per_node - 1) / ep * payload / price.intra
+            off_node = (ep - ep_per_node) / ep * payload / price.port(busy_per_node, g)
+            step = NETWORK_STEP_S if ep > ep_per_node else NVLINK_STEP_S
+            ep_layer += 2 * passes * (on_node + off_node + step)
+        if etp > 1:
+            gathered = price.ring(etp, etp_per_node, payload * etp, busy_per_node, g)
+            ep_layer += 2 * passes * gathered
 
     layers_per_stage = s.layers / pp
     # The last stage also runs the output layer and the loss (the slowest stage).

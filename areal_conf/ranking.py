@@ -27,8 +27,8 @@ from areal_conf.performance import (
     StepTime,
     decode_throughput,
     model_shape_of,
-    step_time,
 )
+from areal_conf.speed import TrainingStep
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,9 @@ class RankedLayout:
     """One layout with its predicted step time and memory per GPU."""
 
     spec: str
-    step: StepTime
+    step: StepTime  # one optimizer step
     memory: MemoryEstimate
+    seconds: float  # the training step: every optimizer step of the batch
 
     @property
     def fits(self) -> bool:
@@ -72,6 +73,57 @@ def rank_layouts(
     etp (default: ``n_gpus_per_node``, tensor parallelism within a node). Other
     ``knobs`` go to :func:`areal_conf.performance.step_time`.
     """
+    for name, value in (
+        ("tokens_per_step", tokens_per_step),
+        ("tokens_per_microbatch", tokens_per_microbatch),
+    ):
+        if type(value) is not int or value < 1:
+            raise AllocationError(
+                f"{name} must be a positive integer, got {value!r}",
+                None,
+                None,
+                hint=f"give {name} as a whole number above 0",
+            )
+    step = TrainingStep(
+        tokens_per_batch=tokens_per_step,
+        optimizer_steps=1,
+        tokens_per_microbatch=tokens_per_microbatch,
+        mean_response_tokens=0,
+        knobs=knobs,
+        recompute_granularity=None if recompute == "none" else recompute,
+    )
+    memory_knobs = {"recompute": "full" if recompute == "full" else "none"}
+    return rank_training(
+        step,
+        backend,
+        gpus,
+        model,
+        gpu=gpu,
+        n_gpus_per_node=n_gpus_per_node,
+        max_tp=max_tp,
+        gpu_memory_gb=gpu_memory_gb,
+        memory_knobs=memory_knobs,
+        fits_only=fits_only,
+        top=top,
+    )
+
+
+def rank_training(
+    step: TrainingStep,
+    backend: str,
+    gpus: int,
+    model: Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    n_gpus_per_node: int = 8,
+    max_tp: int | None = None,
+    gpu_memory_gb: float | None = None,
+    memory_knobs: Mapping[str, Any] | None = None,
+    fits_only: bool = False,
+    top: int | None = None,
+) -> list[RankedLayout]:
+    """:func:`rank_layouts` for one training step of a config's engine (its batch, its
+    micro-batches, its optimizer steps) and the memory knobs of its config."""
     gpu_ = hardware(gpu)
     if top is not None and (type(top) is not int or top < 1):
         raise AllocationError(
@@ -82,37 +134,21 @@ def rank_layouts(
         )
     cap = n_gpus_per_node if max_tp is None else max_tp
     specs = layouts(backend, gpus, model=model, max_tp=cap)
-    if not specs:
-        return []
     shape = model_shape_of(model)
     memory_gb = gpu_.hbm_gb if gpu_memory_gb is None else gpu_memory_gb
+    knobs = {**(memory_knobs or {}), "gpu_memory_gb": memory_gb}
     ranked: list[RankedLayout] = []
     for spec in specs:
         alloc = ModelAllocation.from_str(spec)
-        # A rank's micro-batch is at most tokens_per_microbatch and at most its share.
-        share = tokens_per_step // alloc.parallel.dp_size
-        if share < 1:
-            continue
-        microbatch = min(tokens_per_microbatch, share)
-        step = step_time(
-            alloc,
-            shape,
-            gpu=gpu_,
-            n_gpus_per_node=n_gpus_per_node,
-            tokens_per_step=tokens_per_step,
-            tokens_per_microbatch=microbatch,
-            recompute=recompute,
-            **knobs,
+        if step.tokens_per_optimizer_step < alloc.parallel.dp_size:
+            continue  # a data-parallel rank would get no token
+        predicted = step.predict(alloc, shape, gpu_, n_gpus_per_node)
+        microbatch = min(
+            step.tokens_per_microbatch, step.tokens_per_optimizer_step // alloc.parallel.dp_size
         )
-        memory = estimate(
-            alloc,
-            shape,
-            tokens_per_microbatch=microbatch,
-            recompute="full" if recompute == "full" else "none",
-            gpu_memory_gb=memory_gb,
-        )
-        ranked.append(RankedLayout(spec, step, memory))
-    ranked.sort(key=lambda r: (not r.fits, r.step.total))
+        memory = estimate(alloc, shape, **{**knobs, "tokens_per_microbatch": microbatch})
+        ranked.append(RankedLayout(spec, predicted, memory, step.optimizer_steps * predicted.total))
+    ranked.sort(key=lambda r: (not r.fits, r.seconds))
     if fits_only:
         ranked = [r for r in ranked if r.fits]
     return ranked if top is None else ranked[:top]
@@ -210,7 +246,7 @@ def rl_split(
             hint="give at least two GPUs, in whole nodes when there are more than one",
         )
     shape = model_shape_of(model)
-    mapping = _as_model_mapping(shape)
+    mapping = as_model_mapping(shape)
     sequences = batch_size * n_samples
     generated = sequences * response
     trained = sequences * (prompt_tokens + response)
@@ -221,18 +257,19 @@ def rl_split(
     options: list[SplitOption] = []
     for rollout_gpus in range(step, total_gpus, step):
         actor_gpus = total_gpus - rollout_gpus
-        decode = _fastest_rollout(
+        fastest = rank_decode(
             rollout_backend,
             rollout_gpus,
-            mapping,
             shape,
-            gpu_,
-            concurrent,
-            context,
-            n_gpus_per_node,
+            gpu=gpu_,
+            concurrent=concurrent,
+            context_tokens=context,
+            n_gpus_per_node=n_gpus_per_node,
+            top=1,
         )
-        if decode is None:
+        if not fastest:
             continue
+        decode = fastest[0]
         trains = _fastest_actor(
             actor_backend,
             actor_gpus,
@@ -283,32 +320,39 @@ def rl_split(
     return RLSplit(best, tuple(options), assumptions)
 
 
-def _fastest_rollout(
+def rank_decode(
     backend: str,
     gpus: int,
-    mapping: Mapping[str, Any],
-    shape: ModelShape,
-    gpu: Hardware,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
     concurrent: int,
-    context: int,
-    n_gpus_per_node: int,
-) -> tuple[str, DecodeThroughput] | None:
-    best: tuple[str, DecodeThroughput] | None = None
-    for spec in layouts(backend, gpus, model=mapping, max_tp=n_gpus_per_node):
+    context_tokens: int,
+    n_gpus_per_node: int = 8,
+    mem_fraction: float | None = None,
+    top: int | None = None,
+) -> list[tuple[str, DecodeThroughput]]:
+    """Every valid inference layout on ``gpus`` GPUs whose KV cache holds a sequence of
+    ``context_tokens``, by predicted decode throughput, highest first; tp at most
+    ``n_gpus_per_node``."""
+    shape = model_shape_of(model)
+    found: list[tuple[str, DecodeThroughput]] = []
+    for spec in layouts(backend, gpus, model=as_model_mapping(shape), max_tp=n_gpus_per_node):
         try:
-            found = decode_throughput(
+            rate = decode_throughput(
                 spec,
                 shape,
                 gpu=gpu,
                 concurrent=concurrent,
-                context_tokens=context,
+                context_tokens=context_tokens,
                 n_gpus_per_node=n_gpus_per_node,
+                mem_fraction=mem_fraction,
             )
         except AllocationError:  # its KV cache does not hold one sequence
             continue
-        if best is None or found.tokens_per_s > best[1].tokens_per_s:
-            best = (spec, found)
-    return best
+        found.append((spec, rate))
+    found.sort(key=lambda item: -item[1].tokens_per_s)
+    return found if top is None else found[:top]
 
 
 def _fastest_actor(
@@ -336,7 +380,7 @@ def _fastest_actor(
     return None
 
 
-def _as_model_mapping(shape: ModelShape) -> dict[str, Any]:
+def as_model_mapping(shape: ModelShape) -> dict[str, Any]:
     """The shape as the ``model`` mapping the layout rules read."""
     return {
         "num_layers": shape.num_layers,

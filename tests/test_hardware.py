@@ -93,4 +93,6 @@ def test_hardware_is_a_dataclass_of_numbers() -> None:
         "hbm_tb_per_s",
         "intra_node_gb_per_s",
         "inter_node_gb_per_s",
+        "sm_count",
+        "gemm_efficiency",
     ]
