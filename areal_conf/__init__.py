@@ -22,13 +22,23 @@ if TYPE_CHECKING:
     from areal_conf.app import run_validated
     from areal_conf.areal_command import check_command
     from areal_conf.errors import AllocationError
+    from areal_conf.hardware import HARDWARE, Hardware
     from areal_conf.legacy import migrate_allocation_mode
     from areal_conf.mesh import rank_groups
     from areal_conf.parser import parse_backend
+    from areal_conf.performance import StepTime, decode_throughput, step_time
+    from areal_conf.ranking import rank_layouts, rl_split
     from areal_conf.validation import validate
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
+    "HARDWARE": "areal_conf.hardware",
+    "Hardware": "areal_conf.hardware",
+    "StepTime": "areal_conf.performance",
+    "decode_throughput": "areal_conf.performance",
+    "rank_layouts": "areal_conf.ranking",
+    "rl_split": "areal_conf.ranking",
+    "step_time": "areal_conf.performance",
     "ModelAllocation": "areal_conf.allocation",
     "ParallelStrategy": "areal_conf.allocation",
     "check_command": "areal_conf.areal_command",
@@ -41,15 +51,22 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "HARDWARE",
     "AllocationError",
+    "Hardware",
     "ModelAllocation",
     "ParallelStrategy",
+    "StepTime",
     "check_command",
+    "decode_throughput",
     "layouts",
     "migrate_allocation_mode",
     "parse_backend",
     "rank_groups",
+    "rank_layouts",
+    "rl_split",
     "run_validated",
+    "step_time",
     "validate",
 ]
 

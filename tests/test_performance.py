@@ -399,3 +399,15 @@ def test_the_split_balances_generation_and_training() -> None:
         tokens_per_microbatch=16384,
     )
     assert longer.best.rollout_gpus >= split.best.rollout_gpus
+
+
+def test_the_speed_model_is_public_from_the_package() -> None:
+    import areal_conf
+    from areal_conf import hardware, performance, ranking
+
+    assert areal_conf.step_time is performance.step_time
+    assert areal_conf.decode_throughput is performance.decode_throughput
+    assert areal_conf.StepTime is performance.StepTime
+    assert areal_conf.HARDWARE is hardware.HARDWARE and areal_conf.Hardware is hardware.Hardware
+    assert areal_conf.rank_layouts is ranking.rank_layouts
+    assert areal_conf.rl_split is ranking.rl_split
