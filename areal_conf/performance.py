@@ -357,12 +357,12 @@ def step_time(
             hint="use decode_throughput(...) for sglang and vllm, or give a training "
             "backend (fsdp, megatron, archon)",
         )
-    _positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
-    _positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
-    _positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
-    _positive_int("virtual_stages", virtual_stages, "1 for plain 1F1B")
+    positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
+    positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
+    positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
+    positive_int("virtual_stages", virtual_stages, "1 for plain 1F1B")
     if seq_len is not None:
-        _positive_int("seq_len", seq_len, "e.g. 4096")
+        positive_int("seq_len", seq_len, "e.g. 4096")
     if recompute not in RECOMPUTE:
         raise AllocationError(
             f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}",
@@ -637,7 +637,7 @@ def _allocation(value: ModelAllocation | str) -> ModelAllocation:
     return parse_backend(value)
 
 
-def _positive_int(name: str, value: object, example: str) -> None:
+def positive_int(name: str, value: object, example: str) -> None:
     if type(value) is not int or value <= 0:
         raise AllocationError(
             f"{name} must be a positive integer, got {value!r}",
@@ -701,9 +701,9 @@ def decode_throughput(
             None,
             hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
         )
-    _positive_int("concurrent", concurrent, "e.g. the rollout's max_concurrent_rollouts, 256")
-    _positive_int("context_tokens", context_tokens, "e.g. prompt + half the response, 4096")
-    _positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
+    positive_int("concurrent", concurrent, "e.g. the rollout's max_concurrent_rollouts, 256")
+    positive_int("context_tokens", context_tokens, "e.g. prompt + half the response, 4096")
+    positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
     from areal_conf.memory import estimate, kv_bytes_per_token, split_parameters
 
     shape = model_shape_of(model)

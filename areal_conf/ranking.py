@@ -27,6 +27,7 @@ from areal_conf.performance import (
     StepTime,
     decode_throughput,
     model_shape_of,
+    positive_int,
 )
 from areal_conf.speed import TrainingStep
 
@@ -73,17 +74,8 @@ def rank_layouts(
     etp (default: ``n_gpus_per_node``, tensor parallelism within a node). Other
     ``knobs`` go to :func:`areal_conf.performance.step_time`.
     """
-    for name, value in (
-        ("tokens_per_step", tokens_per_step),
-        ("tokens_per_microbatch", tokens_per_microbatch),
-    ):
-        if type(value) is not int or value < 1:
-            raise AllocationError(
-                f"{name} must be a positive integer, got {value!r}",
-                None,
-                None,
-                hint=f"give {name} as a whole number above 0",
-            )
+    positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
+    positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
     step = TrainingStep(
         tokens_per_batch=tokens_per_step,
         optimizer_steps=1,
@@ -125,13 +117,8 @@ def rank_training(
     """:func:`rank_layouts` for one training step of a config's engine (its batch, its
     micro-batches, its optimizer steps) and the memory knobs of its config."""
     gpu_ = hardware(gpu)
-    if top is not None and (type(top) is not int or top < 1):
-        raise AllocationError(
-            f"top must be a positive integer, got {top!r}",
-            None,
-            None,
-            hint="give how many of the fastest layouts to keep, e.g. 5",
-        )
+    if top is not None:
+        positive_int("top", top, "how many of the fastest layouts to keep, e.g. 5")
     cap = n_gpus_per_node if max_tp is None else max_tp
     specs = layouts(backend, gpus, model=model, max_tp=cap)
     shape = model_shape_of(model)
@@ -214,28 +201,13 @@ def rl_split(
     passes are not counted.
     """
     gpu_ = hardware(gpu)
-    for name, value in (
-        ("total_gpus", total_gpus),
-        ("batch_size", batch_size),
-        ("n_samples", n_samples),
-        ("max_new_tokens", max_new_tokens),
-        ("ppo_n_minibatches", ppo_n_minibatches),
-    ):
-        if type(value) is not int or value < 1:
-            raise AllocationError(
-                f"{name} must be a positive integer, got {value!r}",
-                None,
-                None,
-                hint=f"give {name} as a whole number above 0",
-            )
+    positive_int("total_gpus", total_gpus, "e.g. 64")
+    positive_int("batch_size", batch_size, "e.g. train_dataset.batch_size, 256")
+    positive_int("n_samples", n_samples, "e.g. gconfig.n_samples, 8")
+    positive_int("max_new_tokens", max_new_tokens, "e.g. gconfig.max_new_tokens, 8192")
+    positive_int("ppo_n_minibatches", ppo_n_minibatches, "e.g. 4")
     response = mean_response_tokens if mean_response_tokens is not None else max_new_tokens // 2
-    if type(response) is not int or response < 1:
-        raise AllocationError(
-            f"mean_response_tokens must be a positive integer, got {response!r}",
-            None,
-            None,
-            hint="give the mean response length you expect, e.g. half of max_new_tokens",
-        )
+    positive_int("mean_response_tokens", response, "e.g. half of max_new_tokens")
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
     if total_gpus < 2 or total_gpus % step:
         raise AllocationError(
