@@ -538,12 +538,14 @@ def _step(
     stage_cp = layers_per_stage * cp_layer
     stage_ep = layers_per_stage * ep_layer
     # -- pipeline: each slot sends a micro-batch's activation on and its gradient back;
-    # only the GPUs of one stage send, so a stage smaller than a node shares its ports --
+    # each tensor-parallel rank sends its 1/tp (Megatron's scatter-gather). Only the GPUs
+    # of one stage send across a node boundary, so a stage smaller than a node shares
+    # the node's ports; the slowest hop paces every slot. ----------------------------------
     pp_slot = 0.0
     if pp > 1:
         stage_gpus = tp * cp * dp
-        chunk = tokens * h * 2 / (tp if sp else 1) / virtual
-        if stage_gpus < g and g % stage_gpus == 0:  # the next stage is on the same node
+        chunk = tokens * h * 2 / tp / virtual
+        if stage_gpus * pp <= g:  # the whole pipeline within one node
             hop = chunk / price.intra + NVLINK_STEP_S
         else:
             hop = chunk / price.port(min(g, stage_gpus), g) + NETWORK_STEP_S

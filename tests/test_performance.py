@@ -107,7 +107,6 @@ def test_throughput_per_gpu_ranks_the_weak_scaling_models_of_narayanan_table_1()
 FACTS = figure_facts()
 # Where the model and the paper's figures disagree today (see benchmarks/README.md).
 KNOWN_MISSES = {
-    "fig. 13, batch 128: (t, p) = (8, 8) fastest",
     "fig. 13, batch 512: (t, p) = (8, 8) fastest",
     "fig. 16, batch 128: micro-batch 2 beats 1 and 4",
 }
@@ -119,7 +118,7 @@ KNOWN_MISSES = {
         pytest.param(
             fact,
             held,
-            marks=pytest.mark.xfail(strict=True, reason="the model misses it by 1-6%")
+            marks=pytest.mark.xfail(strict=True, reason="the model misses it by 1-3%")
             if fact in KNOWN_MISSES
             else (),
         )
