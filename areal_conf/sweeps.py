@@ -4,10 +4,13 @@
 answers "every valid layout of this engine": the backend, the GPU count and the tp cap
 default to what the config says (the engine's current backend and world size, following
 the empty-backend fallback, and ``cluster.n_gpus_per_node``), and the ``model`` section filters
-them. The ``areal_layouts`` Hydra sweeper and ``python -m areal_conf layouts`` both call
-into this module; it imports no Hydra and parses no command line (the ``layouts``
-subcommand's arguments are read in :mod:`areal_conf.cli`, which calls
-:func:`parse_model_args` and :func:`fitting_layouts` here).
+them; ``fits`` keeps the layouts whose memory per GPU fits, ``rank="step_time"`` orders
+them by predicted seconds of a training step (:mod:`areal_conf.speed`, as the plan's
+``s/step`` column) and ``top_k`` keeps the fastest. The ``areal_layouts`` Hydra sweeper
+and ``python -m areal_conf layouts`` both call into this module; it imports no Hydra
+and parses no command line (the ``layouts`` subcommand's arguments are read in
+:mod:`areal_conf.cli`, which calls :func:`parse_model_args` and :func:`fitting_layouts`
+here).
 
 :func:`areal_conf.overrides.sweep_override` writes a list of values as one Hydra multirun
 override, escaped for Hydra's override grammar; :func:`areal_conf.overrides.shell_sweep_override`
@@ -19,7 +22,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from areal_conf.all_layouts import layouts
 from areal_conf.areal_versions import choose_rules
@@ -32,6 +35,13 @@ from areal_conf.model_shape import resolve_model
 from areal_conf.reading import RunConfig, read_config
 from areal_conf.roles import ROLE, ROLE_NAMES
 
+if TYPE_CHECKING:
+    from areal_conf.settings import Settings
+
+#: The orders the layouts sweeper's ``rank`` takes (None: the layouts' own order).
+RANKS: Final = ("step_time",)
+_RANKED_BY: Final = "hydra.sweeper.rank=step_time"  # what the errors of a ranking start with
+
 
 @dataclass(frozen=True)
 class EngineSweep:
@@ -43,6 +53,14 @@ class EngineSweep:
     max_tp: int | None
     layouts: tuple[str, ...]
     section: str = ""  # where the engine's keys are, when not its name (teacher.rollout)
+    #: rank="step_time": each layout's predicted seconds of a training step, in order.
+    seconds: tuple[float, ...] = ()
+    #: rank="step_time": whether each layout fits (the config passes ``validate``).
+    fitting: tuple[bool, ...] = ()
+    #: How the step times were predicted (the GPU, the tokens of a step), when ranked.
+    speed_note: str = ""
+    #: The layouts there were before ``top_k`` kept the first ones (None: all kept).
+    total: int | None = None
 
     @property
     def key(self) -> str:
@@ -51,9 +69,12 @@ class EngineSweep:
 
     def describe(self) -> str:
         cap = "no tp cap" if self.max_tp is None else f"tp ≤ {self.max_tp}"
+        count = str(len(self.layouts))
+        if self.total is not None and self.total != len(self.layouts):
+            count += f" of {self.total}"
+        order = "; fastest predicted step first" if self.seconds else ""
         return (
-            f"{len(self.layouts)} {self.backend} layout(s) of {self.engine} on "
-            f"{self.gpus} GPUs ({cap})"
+            f"{count} {self.backend} layout(s) of {self.engine} on {self.gpus} GPUs ({cap}{order})"
         )
 
 
@@ -97,6 +118,41 @@ def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> Non
     )
 
 
+def check_ranking(rank: object, top_k: object) -> None:
+    """Nothing when ``rank`` and ``top_k`` are values the layouts sweeper takes (``rank``
+    one of :data:`RANKS` or None; ``top_k`` None or, with a ``rank``, a whole number from
+    1), else an AllocationError naming the option, the value and the fix."""
+    if rank is not None and rank not in RANKS:
+        guess = str(rank).strip().lower().replace("-", "_").replace(" ", "_")
+        close = difflib.get_close_matches(guess, RANKS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise AllocationError(
+            f"hydra.sweeper.rank: unknown ranking {rank!r}",
+            None,
+            None,
+            hint=hint + "hydra.sweeper.rank=step_time runs the layouts fastest predicted "
+            "training step first, hydra.sweeper.rank=null in their own order",
+        )
+    if top_k is None:
+        return
+    if type(top_k) is not int or top_k < 1:
+        raise AllocationError(
+            f"hydra.sweeper.top_k: must be a whole number of layouts from 1, got {top_k!r}",
+            None,
+            None,
+            hint="e.g. hydra.sweeper.top_k=3 runs the 3 fastest layouts of each combination, "
+            "hydra.sweeper.top_k=null all of them",
+        )
+    if rank is None:
+        raise AllocationError(
+            f"hydra.sweeper.top_k={top_k} keeps the fastest layouts, but hydra.sweeper.rank "
+            "is null: the layouts are not ranked",
+            None,
+            None,
+            hint="add hydra.sweeper.rank=step_time",
+        )
+
+
 def default_engine(backend: str) -> str:
     """The engine a sweep of ``backend`` is usually for: the first role of its kind
     (rollout for inference backends, actor for training ones)."""
@@ -113,11 +169,18 @@ def engine_layouts(
     gpus: int | None = None,
     max_tp: int | None = None,
     fits: bool = False,
+    rank: str | None = None,
+    top_k: int | None = None,
 ) -> EngineSweep:
     """Every valid layout of ``engine`` for a composed config.
 
     With ``fits``, only the layouts whose memory per GPU fits ``cluster.gpu_memory_gb``
-    are kept, smallest first (the engine alone, with its own knobs from the config).
+    are kept, smallest first (the layouts with which the config passes ``validate``,
+    colocated engines included). ``rank="step_time"`` orders them by predicted seconds
+    of a training step (:func:`areal_conf.speed.training_step`, on the settings' GPU),
+    fastest first: the layouts that fit first, then, without ``fits``, those that do
+    not; it needs the model's shape and ``train_dataset.batch_size``. ``top_k`` keeps
+    the first ``top_k`` (it needs ``rank``; see :func:`check_ranking`).
     ``backend`` defaults to the engine's current backend name, ``gpus`` to its current
     world size (both following the empty-backend fallback), ``max_tp`` to
     ``cluster.n_gpus_per_node``; the ``model`` section filters the layouts.
@@ -127,6 +190,7 @@ def engine_layouts(
     from areal_conf.parser import parse_backend
     from areal_conf.settings import default_settings
 
+    check_ranking(rank, top_k)
     settings = default_settings()
     run = read_config(cfg, choose_rules(settings.areal_version).rules)
     engine = check_engine(engine, run)
@@ -175,17 +239,6 @@ def engine_layouts(
         found = layouts(backend, gpus, model=model, max_tp=max_tp)
     except AllocationError as err:
         raise err.with_context(f"sweep of {engine}.backend") from None
-    if fits and found:
-        found = _fitting(cfg, engine, found, model)
-        if not found:
-            raise AllocationError(
-                f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
-                "(cluster.gpu_memory_gb) with this config",
-                None,
-                None,
-                hint=f"sweep more GPUs (hydra.sweeper.gpus), turn on "
-                f"{engine}.gradient_checkpointing or lower {engine}.mb_spec.max_tokens_per_mb",
-            )
     if not found:
         raise AllocationError(
             f"no valid {backend} layout of {engine} on {gpus} GPUs "
@@ -195,15 +248,47 @@ def engine_layouts(
             hint="sweep another GPU count (hydra.sweeper.gpus), raise hydra.sweeper.max_tp, "
             "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
         )
+    seconds: list[float] = []
+    fitting: list[bool] = []
+    note = ""
+    if rank is not None:
+        ranked, note = _by_step_time(cfg, run, settings, engine, found, model, fits=fits)
+        found = [spec for spec, _, _ in ranked]
+        seconds = [s for _, s, _ in ranked]
+        fitting = [fit for _, _, fit in ranked]
+    elif fits:
+        found = _fitting(cfg, engine, found, model)
+    if not found:  # only fits drops layouts
+        raise AllocationError(
+            f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
+            "(cluster.gpu_memory_gb) with this config",
+            None,
+            None,
+            hint=f"sweep more GPUs (hydra.sweeper.gpus), turn on "
+            f"{engine}.gradient_checkpointing or lower {engine}.mb_spec.max_tokens_per_mb",
+        )
+    total = len(found)
+    if top_k is not None:
+        found, seconds, fitting = found[:top_k], seconds[:top_k], fitting[:top_k]
     section_name = run.engines[engine].section if engine in run.engines else engine
-    return EngineSweep(engine, backend, gpus, max_tp, tuple(found), section_name)
+    return EngineSweep(
+        engine,
+        backend,
+        gpus,
+        max_tp,
+        tuple(found),
+        section_name,
+        seconds=tuple(seconds),
+        fitting=tuple(fitting),
+        speed_note=note,
+        total=total if top_k is not None else None,
+    )
 
 
 def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, Any]) -> list[str]:
     """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
     engines included), smallest memory per GPU of ``engine`` first."""
     from areal_conf.model_shape import model_shape
-    from areal_conf.validation import validate
 
     shape = model_shape(model)
     if isinstance(shape, str):
@@ -213,16 +298,104 @@ def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, An
             None,
             hint="set model.hf_config to the model's config.json, or the model's sizes",
         )
-    ranked: list[tuple[float, int, str]] = []
-    for i, spec in enumerate(specs):
+    memory = _memory_per_gpu(cfg, engine, specs)
+    order = {spec: i for i, spec in enumerate(specs)}
+    return sorted(memory, key=lambda spec: (memory[spec], order[spec]))
+
+
+def _memory_per_gpu(cfg: Any, engine: str, specs: Sequence[str]) -> dict[str, float]:
+    """``engine``'s memory per GPU (training: the total; inference: the weights, so the
+    most KV cache is the least) with each layout with which ``cfg`` passes ``validate``;
+    the layouts it refuses (memory that does not fit, alone or with colocated engines)
+    are left out."""
+    from areal_conf.validation import validate
+
+    memory: dict[str, float] = {}
+    for spec in specs:
         try:
             plan = validate(_WithBackend(cfg, engine, spec))
         except AllocationError:
             continue
         est = plan.engines[engine].memory
         if est is not None:
-            ranked.append((est.weights if est.kind == "inference" else est.total, i, spec))
-    return [spec for _, _, spec in sorted(ranked)]
+            memory[spec] = est.weights if est.kind == "inference" else est.total
+    return memory
+
+
+def _by_step_time(
+    cfg: Any,
+    run: RunConfig,
+    settings: Settings,
+    engine: str,
+    specs: Sequence[str],
+    model: Mapping[str, Any],
+    *,
+    fits: bool,
+) -> tuple[list[tuple[str, float, bool]], str]:
+    """``specs`` with their predicted seconds of a training step and whether they fit,
+    fastest first: those that fit first (see :func:`_fitting`), then those that do not
+    (left out with ``fits``); and how the times were predicted. The same prediction as the plan's
+    ``s/step`` column: :func:`areal_conf.speed.training_step` of the engine's section,
+    the settings' GPU and mean response length, ``cluster.n_gpus_per_node``."""
+    from areal_conf.model_shape import model_shape
+    from areal_conf.speed import gpu_for_speed, training_step
+
+    if run.cluster.cpu_run:
+        raise AllocationError(
+            f"{_RANKED_BY}: cluster.n_gpus_per_node is 0 (a CPU run), so there is no GPU "
+            "step time to predict",
+            None,
+            None,
+            hint="drop hydra.sweeper.rank and hydra.sweeper.top_k, or sweep on GPUs",
+        )
+    section = run.engines.get(engine)
+    step = (
+        training_step(run, section, settings.mean_response_tokens)
+        if section is not None
+        else f"the config has no {engine} section"
+    )
+    if isinstance(step, str) and (section is None or not section.trainable):
+        raise AllocationError(
+            f"{_RANKED_BY}: cannot predict {engine}'s step time: {step}",
+            None,
+            None,
+            hint="rank the layouts of an engine that trains (actor, critic), or drop "
+            "hydra.sweeper.rank and hydra.sweeper.top_k",
+        )
+    shape = model_shape(model, "")
+    missing: list[str] = []
+    fixes: list[str] = []
+    if isinstance(shape, str):
+        missing.append(shape.removesuffix(": "))
+        fixes.append(
+            "the model's shape with model.hf_config=<its config.json, directory or Hugging "
+            "Face id> (or the model section's sizes, or AREAL_CONF_MODEL=<the same>)"
+            if run.own_config
+            else "the model's shape with AREAL_CONF_MODEL=<its config.json, directory or "
+            "Hugging Face id>"
+        )
+    if isinstance(step, str):
+        missing.append(step)
+        if run.workload.batch_size is None:
+            fixes.append("the batch with ++train_dataset.batch_size=<prompts a step>")
+    if missing:
+        raise AllocationError(
+            f"{_RANKED_BY}: cannot predict {engine}'s step time: " + " and ".join(missing),
+            None,
+            None,
+            hint="give " + " and ".join(fixes)
+            if fixes
+            else "drop hydra.sweeper.rank and hydra.sweeper.top_k",
+        )
+    assert not isinstance(shape, str) and not isinstance(step, str)
+    gpu, said = gpu_for_speed(settings.gpu)
+    n_gpus_per_node = run.cluster.n_gpus_per_node
+    seconds = [step.seconds(spec, shape, gpu, n_gpus_per_node) for spec in specs]
+    fitting = _memory_per_gpu(cfg, engine, specs)
+    order = sorted(range(len(specs)), key=lambda i: (specs[i] not in fitting, seconds[i], i))
+    if fits:
+        order = [i for i in order if specs[i] in fitting]
+    return [(specs[i], seconds[i], specs[i] in fitting) for i in order], step.describe(said)
 
 
 class _WithBackend(Mapping[str, Any]):

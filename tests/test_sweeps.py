@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import CONF, ROOT, Cli, Train
+from _helpers import CONF, ROOT, Cli, Train, compose_config, job_dirs
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
@@ -23,11 +24,17 @@ from hydra.test_utils.test_utils import TSweepRunner
 from omegaconf import DictConfig, OmegaConf
 
 from areal_conf.all_layouts import layouts
+from areal_conf.areal_versions import choose_rules
 from areal_conf.cli import main
 from areal_conf.errors import AllocationError
+from areal_conf.hardware import hardware
+from areal_conf.model_shape import ModelShape, model_shape, read_hf_config
 from areal_conf.overrides import hydra_value, shell_sweep_override, sweep_override
 from areal_conf.parser import parse_backend
+from areal_conf.reading import read_config
+from areal_conf.speed import TrainingStep, training_step
 from areal_conf.sweeps import engine_layouts
+from areal_conf.validation import validate
 from hydra_plugins.areal_conf_plugin._configs import AReaLLayoutsSweeperConf
 from hydra_plugins.areal_conf_plugin.areal_layouts_sweeper import AReaLLayoutsSweeper
 
@@ -328,6 +335,156 @@ class TestEngineLayouts:
         assert list(found.layouts) == ["fsdp:d2", "fsdp:c2", "fsdp:t2"]
 
 
+# ------------------------------------------ rank=step_time and top_k (no Hydra)
+
+QWEN = ROOT / "tests" / "fixtures" / "hf" / "qwen2_5_7b"  # a local config.json
+QWEN_KEYS = read_hf_config(str(QWEN))
+SPEED_ENV = ("AREAL_CONF_GPU", "AREAL_CONF_MEAN_RESPONSE_TOKENS")
+
+
+@pytest.fixture
+def no_speed_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU or mean response length from the shell that started pytest: predictions on
+    the default H100, responses of half of gconfig.max_new_tokens."""
+    for name in SPEED_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def step_config(**parts: Any) -> dict[str, Any]:
+    """The actor alone on 8 GPUs of its own, with the model's shape (a local config.json)
+    and the batch that a training step's prediction needs."""
+    cfg: dict[str, Any] = {
+        "rollout": {"backend": "sglang:d2t4"},
+        "actor": {"backend": "megatron:d4t2"},
+        "cluster": {"n_nodes": 2, "n_gpus_per_node": 8},
+        "model": {"hf_config": str(QWEN)},
+        "train_dataset": {"batch_size": 32, "max_length": 1024},
+        "gconfig": {"max_new_tokens": 4096, "n_samples": 4},
+    }
+    for key, value in parts.items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
+    return cfg
+
+
+def step_seconds(
+    cfg: Any, specs: list[str], *, gpu: str = "h100", mean_response_tokens: int | None = None
+) -> list[float]:
+    """Each layout's predicted seconds of the actor's training step, straight from
+    TrainingStep.seconds."""
+    run = read_config(cfg, choose_rules().rules)
+    step = training_step(run, run.engines["actor"], mean_response_tokens)
+    shape = model_shape(QWEN_KEYS)
+    assert isinstance(step, TrainingStep) and isinstance(shape, ModelShape)
+    n = run.cluster.n_gpus_per_node
+    return [step.seconds(spec, shape, hardware(gpu), n) for spec in specs]
+
+
+def accepted(cfg: Any, spec: str) -> bool:
+    """Whether validate accepts ``cfg`` with ``actor.backend=spec`` (memory included)."""
+    try:
+        validate({**cfg, "actor": {**cfg["actor"], "backend": spec}})
+    except AllocationError:
+        return False
+    return True
+
+
+def by_time(specs: list[str], seconds: list[float]) -> list[str]:
+    """Fastest first; equal times in the layouts' own order."""
+    return [spec for _, _, spec in sorted(zip(seconds, range(len(specs)), specs, strict=True))]
+
+
+def expected_ranking(cfg: Any, specs: list[str], *, fits: bool = False, **speed: Any) -> list[str]:
+    """rank=step_time computed here: the layouts that fit by step time, then the rest
+    (``speed``: step_seconds' GPU and mean response length)."""
+    seconds = dict(zip(specs, step_seconds(cfg, specs, **speed), strict=True))
+    fit = [s for s in specs if accepted(cfg, s)]
+    rest = [] if fits else [s for s in specs if s not in fit]
+    return by_time(fit, [seconds[s] for s in fit]) + by_time(rest, [seconds[s] for s in rest])
+
+
+@pytest.mark.usefixtures("no_speed_settings")
+class TestRankByStepTime:
+    def test_order_is_the_order_of_the_predicted_step_times(self) -> None:
+        cfg = step_config()  # no GPU memory given: every layout fits (80 GB assumed)
+        every = list(engine_layouts(cfg, "actor").layouts)
+        seconds = step_seconds(cfg, every)
+        found = engine_layouts(cfg, "actor", rank="step_time")
+        assert list(found.layouts) == by_time(every, seconds)
+        assert list(found.layouts) != every  # the ranking changed the order
+        assert found.seconds == pytest.approx(sorted(seconds))
+        assert found.fitting == (True,) * len(every)
+        assert found.describe() == (
+            f"{len(every)} megatron layout(s) of actor on 8 GPUs (tp ≤ 8; fastest "
+            "predicted step first)"
+        )
+        assert found.speed_note.startswith("s/step: predicted on h100 (assumed")
+
+    def test_layouts_that_fit_come_first_and_fits_drops_the_others(self) -> None:
+        cfg = step_config(cluster={"gpu_memory_gb": 80})
+        every = list(engine_layouts(cfg, "actor").layouts)
+        seconds = dict(zip(every, step_seconds(cfg, every), strict=True))
+        fit = [s for s in every if accepted(cfg, s)]
+        rest = [s for s in every if s not in fit]
+        # the case in point: a layout that does not fit is faster than one that does
+        assert fit and rest and min(seconds[s] for s in rest) < max(seconds[s] for s in fit)
+        ranked = engine_layouts(cfg, "actor", rank="step_time")
+        assert list(ranked.layouts) == expected_ranking(cfg, every)
+        assert ranked.fitting == (True,) * len(fit) + (False,) * len(rest)
+        kept = engine_layouts(cfg, "actor", rank="step_time", fits=True)
+        assert list(kept.layouts) == expected_ranking(cfg, every, fits=True)
+        assert list(kept.layouts) == list(ranked.layouts[: len(fit)])
+        assert kept.fitting == (True,) * len(fit)
+        # fits alone keeps the same layouts, smallest memory first
+        assert sorted(engine_layouts(cfg, "actor", fits=True).layouts) == sorted(fit)
+
+    @pytest.mark.parametrize("fits", [False, True])
+    def test_top_k_keeps_the_k_fastest(self, fits: bool) -> None:
+        cfg = step_config(cluster={"gpu_memory_gb": 80})
+        every = list(engine_layouts(cfg, "actor").layouts)
+        ranked = expected_ranking(cfg, every, fits=fits)
+        seconds = dict(zip(every, step_seconds(cfg, every), strict=True))
+        for k in (1, 3, len(ranked), len(ranked) + 5):
+            found = engine_layouts(cfg, "actor", rank="step_time", top_k=k, fits=fits)
+            assert list(found.layouts) == ranked[:k]
+            assert len(found.layouts) == min(k, len(ranked))
+            assert found.seconds == pytest.approx([seconds[s] for s in ranked[:k]])
+            assert found.total == len(ranked)
+        first = engine_layouts(cfg, "actor", rank="step_time", top_k=3, fits=fits)
+        assert first.describe().startswith(f"3 of {len(ranked)} megatron layout(s) of actor")
+        # the three fastest of those that fit: none left out is faster
+        fit = [s for s in every if accepted(cfg, s)]
+        assert len(fit) > 3 and set(first.layouts) <= set(fit)
+        assert max(first.seconds) <= min(seconds[s] for s in fit if s not in first.layouts)
+
+    def test_the_settings_gpu_and_mean_response_length(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("AREAL_CONF_GPU", "b200")  # its memory too: 180 GB
+        monkeypatch.setenv("AREAL_CONF_MEAN_RESPONSE_TOKENS", "256")
+        cfg = step_config()
+        every = list(engine_layouts(cfg, "actor").layouts)
+        speed = {"gpu": "b200", "mean_response_tokens": 256}
+        seconds = dict(zip(every, step_seconds(cfg, every, **speed), strict=True))
+        found = engine_layouts(cfg, "actor", rank="step_time")
+        assert list(found.layouts) == expected_ranking(cfg, every, **speed)
+        assert found.seconds == pytest.approx([seconds[s] for s in found.layouts])
+        on_b200 = engine_layouts(cfg, "actor", rank="step_time", top_k=1)
+        monkeypatch.delenv("AREAL_CONF_GPU")
+        on_h100 = engine_layouts(cfg, "actor", rank="step_time", top_k=1)
+        assert on_b200.seconds != pytest.approx(on_h100.seconds)
+        assert found.speed_note.startswith("s/step: predicted on b200,")
+        assert "mean response 256 tokens" in found.speed_note
+
+    def test_without_a_model_section_the_hint_names_areal_conf_model(self) -> None:
+        cfg = step_config()
+        del cfg["model"]  # an AReaL config, not areal-conf's own
+        with pytest.raises(AllocationError) as exc:
+            engine_layouts(cfg, "actor", rank="step_time")
+        assert "model shape unknown (no num_layers" in exc.value.reason
+        assert "train_dataset" not in str(exc.value)
+        assert exc.value.hint.startswith("give the model's shape with AREAL_CONF_MODEL=")
+
+
 # --------------------------------------------------------------- sweeper in process
 
 
@@ -338,6 +495,7 @@ def test_sweeper_is_discovered_and_registered() -> None:
     assert conf.engine == "actor"
     assert conf.backend is None and conf.gpus is None and conf.max_tp is None
     assert conf.max_batch_size is None and conf.params is None
+    assert conf.fits is False and conf.rank is None and conf.top_k is None
 
 
 @pytest.mark.e2e
@@ -527,6 +685,174 @@ class TestSweeperInProcess:
         assert task.calls == []
 
 
+#: Sweeper overrides of a sweep that ranks; the errors table adds to or removes from them.
+RANKED = [
+    f"model.hf_config={QWEN}",
+    "+train_dataset.batch_size=32",
+    "hydra.sweeper.rank=step_time",
+]
+
+
+@pytest.mark.e2e  # real sweeps, in this process
+@pytest.mark.usefixtures("hydra_restore_singletons", "no_speed_settings")
+class TestRankedSweep:
+    def test_top_k_keeps_the_k_fastest_of_each_combination(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        task = Recorder()
+        app = shared_rules_app(tmp_path)
+        given = [f"model.hf_config={QWEN}", "+train_dataset.batch_size=32", "cluster.n_nodes=8"]
+        returns = run_sweep(
+            hydra_sweep_runner,
+            [
+                *given,
+                "hydra.sweeper.backend=megatron",
+                "hydra.sweeper.rank=step_time",
+                "hydra.sweeper.top_k=3",
+                "cluster.n_gpus_per_node=2,8",  # the tp cap, so the layouts, follow
+            ],
+            tmp_path / "sweep",
+            task,
+            app,
+        )
+        expected: list[str] = []
+        for n in (2, 8):
+            cfg = compose_config(*given, f"cluster.n_gpus_per_node={n}", config_dir=app / "conf")
+            fastest = expected_ranking(cfg, layouts("megatron", 8, model=QWEN_KEYS, max_tp=n))
+            assert len(fastest) > 3
+            expected += fastest[:3]
+        assert [b for b, _ in task.calls] == expected  # exactly 3 a combination
+        assert expected[:3] != expected[3:]
+        assert [len(batch) for batch in returns] == [6]
+
+    @pytest.mark.parametrize(
+        "changes, parts",
+        [
+            pytest.param(
+                ["hydra.sweeper.rank=fastest"],
+                ["hydra.sweeper.rank: unknown ranking 'fastest'", "hydra.sweeper.rank=step_time"],
+                id="unknown rank",
+            ),
+            pytest.param(
+                ["hydra.sweeper.rank=step-time"],
+                ["unknown ranking 'step-time'", "did you mean step_time?"],
+                id="misspelt rank",
+            ),
+            pytest.param(
+                ["-hydra.sweeper.rank=step_time", "hydra.sweeper.top_k=2"],
+                [
+                    "hydra.sweeper.top_k=2 keeps the fastest layouts, but hydra.sweeper.rank is null",
+                    "hint: add hydra.sweeper.rank=step_time",
+                ],
+                id="top_k without rank",
+            ),
+            pytest.param(
+                ["hydra.sweeper.top_k=0"],
+                [
+                    "hydra.sweeper.top_k: must be a whole number of layouts from 1, got 0",
+                    "hydra.sweeper.top_k=3",
+                ],
+                id="top_k 0",
+            ),
+            pytest.param(
+                ["hydra.sweeper.top_k=-2"],
+                ["hydra.sweeper.top_k: ", "got -2"],
+                id="top_k below 0",
+            ),
+            pytest.param(
+                [f"-model.hf_config={QWEN}", "-+train_dataset.batch_size=32"],
+                [
+                    "hydra.sweeper.rank=step_time: cannot predict actor's step time: model shape "
+                    "unknown (no num_layers, hidden_size, num_attention_heads, ffn_hidden_size, "
+                    "vocab_size) and no train_dataset.batch_size",
+                    "hint: give the model's shape with model.hf_config=",
+                    "AREAL_CONF_MODEL=",
+                    "and the batch with ++train_dataset.batch_size=",
+                ],
+                id="no shape and no batch",
+            ),
+            pytest.param(
+                [f"-model.hf_config={QWEN}"],
+                [
+                    "cannot predict actor's step time: model shape unknown (no num_layers, "
+                    "hidden_size, num_attention_heads, ffn_hidden_size, vocab_size)\n"
+                    "hint: give the model's shape with model.hf_config="
+                ],
+                id="no shape",
+            ),
+            pytest.param(
+                ["-+train_dataset.batch_size=32"],
+                [
+                    "cannot predict actor's step time: no train_dataset.batch_size\n"
+                    "hint: give the batch with ++train_dataset.batch_size=<prompts a step>"
+                ],
+                id="no batch",
+            ),
+            pytest.param(
+                ["hydra.sweeper.engine=rollout"],
+                [
+                    "cannot predict rollout's step time: rollout has no optimizer",
+                    "rank the layouts of an engine that trains",
+                ],
+                id="an engine that does not train",
+            ),
+            pytest.param(
+                ["hydra.sweeper.fits=true", "cluster.gpu_memory_gb=1"],
+                ["no fsdp layout of actor on 8 GPUs fits the GPUs' memory"],
+                id="fits and nothing fits",
+            ),
+        ],
+    )
+    def test_errors_run_nothing(
+        self,
+        hydra_sweep_runner: TSweepRunner,
+        tmp_path: Path,
+        changes: list[str],
+        parts: list[str],
+    ) -> None:
+        removed = {c[1:] for c in changes if c.startswith("-")}
+        overrides = [o for o in RANKED if o not in removed]
+        overrides += [c for c in changes if not c.startswith("-")]
+        task = Recorder()
+        with pytest.raises(ConfigCompositionException) as exc:
+            run_sweep(hydra_sweep_runner, overrides, tmp_path / "sweep", task)
+        for part in parts:
+            assert part in str(exc.value), (part, str(exc.value))
+        assert task.calls == []
+
+
+def documented_sweeper_errors() -> list[tuple[str, str]]:
+    """The (command line, message) pairs of docs/backend-strings.md's section on the
+    layouts sweeper: "For `python train.py -m ...`:" and the message's text block."""
+    text = (ROOT / "docs" / "backend-strings.md").read_text(encoding="utf-8")
+    _, found, rest = text.partition("\n### The layouts sweeper\n")
+    assert found
+    section = rest.split("\n### ", 1)[0]
+    pairs = re.findall(
+        r"^For `python train\.py -m ([^`]+)`[^`]*?:\n\n```text\n(.*?)\n```",
+        section,
+        flags=re.M | re.S,
+    )
+    assert len(pairs) >= 4
+    return pairs
+
+
+@pytest.mark.e2e  # sweeps in this process
+@pytest.mark.usefixtures("hydra_restore_singletons", "no_speed_settings")
+@pytest.mark.parametrize(
+    ("command", "message"), [pytest.param(c, m, id=c) for c, m in documented_sweeper_errors()]
+)
+def test_sweeper_error_is_printed_as_documented(
+    hydra_sweep_runner: TSweepRunner, tmp_path: Path, command: str, message: str
+) -> None:
+    overrides = [o for o in shlex.split(command) if o != "hydra/sweeper=areal_layouts"]
+    task = Recorder()
+    with pytest.raises(ConfigCompositionException) as exc:
+        run_sweep(hydra_sweep_runner, overrides, tmp_path / "sweep", task)
+    assert str(exc.value) == message
+    assert task.calls == []
+
+
 @pytest.mark.e2e  # real sweeps of many jobs, in this process
 @pytest.mark.usefixtures("hydra_restore_singletons")
 class TestSweepBounds:
@@ -659,6 +985,51 @@ def test_train_hybrid_layouts_through_the_validating_launcher(
     expected = layouts("megatron", 2, model=MOE, max_tp=2)
     assert sum(s.startswith("megatron:(attn:") for s in expected) == 3
     assert [p["engines"]["actor"]["spec"] for p in plans(sweep_dir)] == expected
+
+
+@pytest.mark.e2e
+def test_train_runs_only_the_two_fastest_megatron_layouts(
+    train: Train, sweep_dir: Path, no_speed_settings: None
+) -> None:
+    given = [
+        f"model.hf_config={QWEN}",
+        "+train_dataset.batch_size=16",
+        "+gconfig.max_new_tokens=2048",
+    ]
+    out = train(
+        "-m",
+        "hydra/sweeper=areal_layouts",
+        "hydra.sweeper.engine=actor",
+        "hydra.sweeper.backend=megatron",
+        "hydra.sweeper.rank=step_time",
+        "hydra.sweeper.top_k=2",
+        *given,
+    )
+    assert out.returncode == 0, out.stderr
+    cfg = compose_config(*given)
+    every = layouts("megatron", 8, model=QWEN_KEYS, max_tp=8)
+    fastest = expected_ranking(cfg, every)[:2]
+    assert job_dirs(sweep_dir) == ["0", "1"]  # only two jobs ran
+    found = plans(sweep_dir)
+    assert [p["engines"]["actor"]["spec"] for p in found] == fastest
+    # the plan's s/step column predicts what the sweeper ranked by
+    predicted = dict(zip(every, step_seconds(cfg, every), strict=True))
+    assert [p["engines"]["actor"]["step_seconds"] for p in found] == pytest.approx(
+        [predicted[spec] for spec in fastest], abs=1e-3
+    )
+    log = out.stderr + out.stdout
+    assert f"2 of {len(every)} megatron layout(s) of actor on 8 GPUs" in log
+    assert "fastest predicted step first" in log
+
+
+@pytest.mark.e2e
+def test_train_top_k_without_rank_is_one_message(train: Train, sweep_dir: Path) -> None:
+    out = train("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.top_k=2")
+    assert out.returncode != 0
+    assert out.stderr.count("hydra.sweeper.top_k=2 keeps the fastest layouts") == 1
+    assert "hint: add hydra.sweeper.rank=step_time" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert job_dirs(sweep_dir) == []
 
 
 @pytest.mark.e2e

@@ -84,6 +84,13 @@ class AReaLLayoutsSweeperConf:
     # Keep only layouts whose memory per GPU fits cluster.gpu_memory_gb, smallest first
     # (needs the model shape: model.hf_config or the model section's sizes).
     fits: bool = False
+    # null: the layouts' own order (or smallest memory first with fits); step_time: by
+    # predicted seconds of a training step, fastest first, the layouts that fit first
+    # (needs the model shape and train_dataset.batch_size; the GPU is AREAL_CONF_GPU's,
+    # else an H100).
+    rank: str | None = None
+    # Keep only the first top_k layouts of each combination, after rank (needs rank).
+    top_k: int | None = None
     # As in the basic sweeper: jobs per launcher batch (null: all in one batch) ...
     max_batch_size: int | None = None
     # ... and sweep overrides kept in the config, e.g. {cluster.n_nodes: "2,3"}.

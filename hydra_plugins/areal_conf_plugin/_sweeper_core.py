@@ -8,7 +8,9 @@ expansion of the sweep overrides into batches of jobs, with :func:`layout_batche
    of their values: the *combinations*.
 2. Each combination is composed (as its jobs will be) and
    :func:`areal_conf.sweeps.engine_layouts` lists the layouts of the engine for that
-   config; defaults (backend, world size, tp cap, model) come from it.
+   config; defaults (backend, world size, tp cap, model) come from it. With ``fits``
+   only the layouts that fit memory are kept; ``rank=step_time`` orders them by
+   predicted step time, fastest first, and ``top_k`` keeps the first ones.
 3. Jobs: each combination followed by ``<engine>.backend=<layout>`` for each of its
    layouts (layouts vary fastest). A fixed ``<engine>.backend=...`` override only sets
    the defaults and is replaced by the layout; sweeping it as well is an error.
@@ -30,7 +32,7 @@ from hydra.errors import ConfigCompositionException
 
 from areal_conf.errors import AllocationError
 from areal_conf.overrides import hydra_value
-from areal_conf.sweeps import EngineSweep, check_engine, engine_layouts
+from areal_conf.sweeps import EngineSweep, check_engine, check_ranking, engine_layouts
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -54,6 +56,8 @@ class LayoutsSweeper(Protocol):
     max_tp: int | None
     max_jobs: int | None
     fits: bool
+    rank: str | None
+    top_k: int | None
     config: DictConfig | None
     hydra_context: HydraContext | None
     launcher: Launcher | None
@@ -83,7 +87,9 @@ def check_job_count(n_jobs: int, max_jobs: int | None) -> None:
         f"{max_jobs:,}\nhint: narrow the layouts: cap tensor parallelism "
         "(a smaller hydra.sweeper.max_tp), sweep another GPU count (hydra.sweeper.gpus), set the "
         "model shape (model.num_layers, model.num_attention_heads, model.num_experts) so "
-        "that only layouts that fit it are listed, sweep fewer other values; or raise "
+        "that only layouts that fit it are listed, run only the fastest "
+        "(hydra.sweeper.rank=step_time hydra.sweeper.top_k=10), sweep fewer other "
+        "values; or raise "
         f"hydra.sweeper.max_jobs={n_jobs} to run them all"
     ) from AllocationError(reason)
 
@@ -97,6 +103,10 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
         engine = check_engine(sweeper.engine, sweeper.config)
     except AllocationError as err:
         raise _compact(err.with_context("hydra.sweeper.engine")) from None
+    try:
+        check_ranking(sweeper.rank, sweeper.top_k)
+    except AllocationError as err:
+        raise _compact(err) from None
     key = f"{engine}.backend"
 
     fixed = _engine_backend_overrides(parsed, key)
@@ -114,6 +124,8 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
                 gpus=sweeper.gpus,
                 max_tp=sweeper.max_tp,
                 fits=sweeper.fits,
+                rank=sweeper.rank,
+                top_k=sweeper.top_k,
             )
         except AllocationError as err:
             where = f" with overrides {' '.join(combination)}" if combination else ""
@@ -121,6 +133,8 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
         others = [item for item in combination if item not in fixed]
         jobs.extend([*others, f"{found.key}={hydra_value(layout)}"] for layout in found.layouts)
         summaries.append(_summary(found, others))
+        if found.speed_note:
+            summaries.append(f"{NAME}: {found.speed_note}")
     for line in dict.fromkeys(summaries):
         log.info(line)
     return jobs
@@ -144,7 +158,15 @@ def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
 
 
 def _summary(found: EngineSweep, others: list[str]) -> str:
-    shown = ", ".join(found.layouts[:6]) + (", ..." if len(found.layouts) > 6 else "")
+    items = list(found.layouts)
+    if found.seconds:
+        from areal_conf.report import seconds_text
+
+        items = [
+            f"{spec} ({seconds_text(s)} s{'' if fit else ', does not fit'})"
+            for spec, s, fit in zip(found.layouts, found.seconds, found.fitting, strict=True)
+        ]
+    shown = ", ".join(items[:6]) + (", ..." if len(items) > 6 else "")
     suffix = f" with {' '.join(others)}" if others else ""
     return f"{NAME}: {found.describe()}{suffix}: {shown}"
 

@@ -8,6 +8,8 @@ Hydra's basic sweeper crosses them. The layouts are recomputed for each combinat
 the other overrides, from that combination's composed config, so a swept ``model`` field
 or experiment changes them accordingly. The jobs go through whatever launcher is
 configured (``hydra/launcher=areal`` validates every job first).
+``hydra.sweeper.rank=step_time hydra.sweeper.top_k=3`` runs only the 3 layouts of each
+combination with the fastest predicted training step.
 
 Hydra imports every public module under ``hydra_plugins`` at each application start, so
 this module holds only a thin Sweeper class. Its config dataclass is in ``_configs`` and
@@ -41,6 +43,8 @@ class AReaLLayoutsSweeper(BasicSweeper):
         params: dict[str, str] | None = None,
         max_jobs: int | None = 1000,
         fits: bool = False,
+        rank: str | None = None,
+        top_k: int | None = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.max_jobs = max_jobs
@@ -49,6 +53,8 @@ class AReaLLayoutsSweeper(BasicSweeper):
         self.gpus = gpus
         self.max_tp = max_tp
         self.fits = fits
+        self.rank = rank
+        self.top_k = top_k
 
     # BasicSweeper.sweep calls this as self.split_arguments(...) with the parsed overrides
     # (its params, then the command line); a static method in BasicSweeper, an instance
