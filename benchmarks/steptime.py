@@ -17,6 +17,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -76,7 +77,11 @@ def speed() -> None:
         "vocab_size": 151936,
     }
     spec = "megatron:d8p2t4"
-    knobs = {"gpu": "h100", "tokens_per_step": 1 << 21, "tokens_per_microbatch": 16384}
+    knobs: dict[str, Any] = {
+        "gpu": "h100",
+        "tokens_per_step": 1 << 21,
+        "tokens_per_microbatch": 16384,
+    }
     step_time(spec, model, **knobs)
     calls = 2000
     start = time.perf_counter()

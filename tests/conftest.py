@@ -34,7 +34,13 @@ def _discover_hydra_plugins() -> None:
 
 
 #: areal-conf's own settings from the environment; a test sets them when it means to.
-AREAL_CONF_ENV = ("AREAL_CONF_AREAL_VERSION", "AREAL_CONF_GPU_MEMORY_GB", "AREAL_CONF_MODEL")
+AREAL_CONF_ENV = (
+    "AREAL_CONF_AREAL_VERSION",
+    "AREAL_CONF_GPU_MEMORY_GB",
+    "AREAL_CONF_GPU",
+    "AREAL_CONF_MODEL",
+    "AREAL_CONF_MEAN_RESPONSE_TOKENS",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
