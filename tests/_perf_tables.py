@@ -279,7 +279,11 @@ def spearman(xs: list[float], ys: list[float]) -> float:
 M162 = gpt(128, 20480, 32, VOCAB_2021, SEQ_2021)
 M59 = gpt(32, 3840, 32, VOCAB_2021, SEQ_2021)
 M91 = gpt(80, 10240, 72, VOCAB_2021, SEQ_2021)
-FIGURE_KNOBS: dict[str, Any] = {**KNOBS_2021, "tokens_per_microbatch": SEQ_2021, "sequence_parallel": False}
+FIGURE_KNOBS: dict[str, Any] = {
+    **KNOBS_2021,
+    "tokens_per_microbatch": SEQ_2021,
+    "sequence_parallel": False,
+}
 
 
 def figure_time(spec: str, model: dict[str, Any], batch: int, microbatch: int = 1) -> float:
