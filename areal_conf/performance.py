@@ -30,20 +30,32 @@ from vendor and public GEMM benchmarks, in :mod:`areal_conf.hardware`).
 
 **Memory-bound kernels.** Norms, residual additions, rotary embedding, the gated
 activation and the loss read and write activations without multiplying: their bytes
-(about ``10h + 2(a+kv)d + 3f`` values a token and layer forward, twice that backward,
-more with fp32 logits) over the HBM bandwidth. Without sequence parallelism the
-``10h`` part is repeated on every tensor-parallel rank, which is why Megatron splits it.
+(about ``10h + 2(a+kv)d + 3f`` values a token and layer forward, plus ``4·topk·h`` for
+an MoE layer's token permutation, twice that backward, more with fp32 logits) at 85% of
+the HBM bandwidth. Without sequence parallelism the ``10h`` part is repeated on every
+tensor-parallel rank, which is why Megatron splits it. FSDP runs Hugging Face models
+eagerly, whose unfused kernels move about twice the bytes of Megatron's fused ones.
+Without flash attention (``flash_attention=False``) the scores are materialised: two
+batched GEMMs over the whole square and about 9 bytes a score for scale, mask, softmax
+and dropout.
 
-**Collectives.** A ring collective of ``n`` GPUs moves ``(n−1)/n`` of the buffer per GPU
-for an all-gather or reduce-scatter (twice that for an all-reduce) at the bandwidth of
-its slowest link, plus ``n−1`` steps of latency (NCCL's rings; 3 µs a step over NVLink,
-8 µs over the network). A group within one node uses NVLink; a group across nodes is
-limited by the network, and each GPU has one port of ``inter_node_gb_per_s``: when every
-GPU of a node takes part in such collectives at once (data-parallel, tensor-parallel,
-context- and expert-parallel groups all run theirs together), the node's ports are
-shared one a GPU. Pipeline sends between stages come from the GPUs of one stage only, so
-when a stage is smaller than a node its GPUs share the node's idle ports. Large messages
-reach 90% of the link (NCCL's bus bandwidth on NVLink and InfiniBand).
+**Collectives.** A ring all-gather or reduce-scatter of ``n`` GPUs moves ``(n−1)/n`` of
+the buffer per GPU at the bandwidth of its slowest link, plus ``n−1`` steps of latency
+(NCCL's rings; 3 µs a step over NVLink, 8 µs over the network). Within one node the link
+is NVLink. Across nodes each GPU has one network port of ``inter_node_gb_per_s``; when
+every GPU of a node takes part in such collectives at once (data-, tensor-, context- and
+expert-parallel groups all run theirs together) the node's ports are shared one a GPU,
+so a ring across nodes runs at one port's speed. An all-reduce across nodes (Megatron's
+gradients without the distributed optimizer) is hierarchical: reduce-scatter within the
+node over NVLink, all-reduce of ``1/k`` of the buffer over the network (``k`` the
+group's members on a node, whose ports work together), all-gather within the node.
+Pipeline sends come from the GPUs of one stage only, each tensor-parallel rank sending
+its ``1/tp`` of the activation (Megatron's scatter-gather), so a stage smaller than a
+node shares the node's idle ports; the slowest hop paces every slot. Expert all-to-alls
+send the part of a GPU's tokens bound for other nodes through its port and the rest over
+NVLink; with ``etp > 1`` the tokens of an expert shard are all-gathered over its etp
+group and the results reduce-scattered. Large messages reach 90% of a link's speed
+(NCCL's bus bandwidth on NVLink and InfiniBand).
 
 **Overlap.** Communication running beside computation hides behind it, but NCCL's
 kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
@@ -64,10 +76,11 @@ runs slower by that share. What is hidden and what is exposed:
   backward when ``overlap_grad_reduce`` (AReaL's default), and the parameter all-gather
   after the optimizer step;
 - data parallel, FSDP (ZeRO-3): every micro-batch gathers the weights for the forward and
-  again for the backward (recomputation runs inside the backward's gather) and
-  reduce-scatters the gradients; FSDP prefetches the next layer's weights, so the
-  communication overlaps with computation and only what exceeds it, plus the first
-  layer's gather, is exposed.
+  again for the backward (recomputation runs inside the backward's gather, as in
+  PyTorch's FSDP; ``regather_for_recompute`` for DeepSpeed's ZeRO-3, which gathers them
+  once more for the recomputed forward) and reduce-scatters the gradients; FSDP
+  prefetches the next layer's weights, so each phase (forward, backward) takes the
+  longer of its compute and its traffic, plus the first layer's gather.
 
 The optimizer step (Adam on the local shard) reads and writes about 34 bytes a parameter
 at the HBM bandwidth.
@@ -445,8 +458,9 @@ def _step(
     gemm = price.gemm
     attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp) + gemm(tokens, q_out / tp, h)
     if s.experts:
-        # Tokens reaching one expert instance (edp replicas, split by etp).
-        routed = tokens * tp * s.topk * ep / s.experts  # the ep group's tokens for one expert
+        # Tokens reaching one expert: the distinct tokens of the ep group's GPUs (a
+        # tensor-parallel rank's 1/tp of the micro-batch) times topk, over the experts.
+        routed = tokens / tp * s.topk * ep / s.experts
         experts_here = s.experts / ep
         mlp = experts_here * (
             gemm(routed, h, 2 * s.moe_ffn / etp) + gemm(routed, s.moe_ffn / etp, h)
