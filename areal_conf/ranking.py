@@ -71,8 +71,9 @@ def rank_layouts(
     Layouts whose memory per GPU fits ``gpu_memory_gb`` (default: the GPU's) come first,
     by predicted step time; those that do not fit follow, also by step time, unless
     ``fits_only`` leaves them out. ``top`` keeps the first ``top``. ``max_tp`` caps tp and
-    etp (default: ``n_gpus_per_node``, tensor parallelism within a node). Other
-    ``knobs`` go to :func:`areal_conf.performance.step_time`.
+    etp (default: ``n_gpus_per_node``, tensor parallelism within a node). ``recompute``
+    ``"selective"`` applies to Megatron; the other backends recompute whole layers, as
+    AReaL's do. Other ``knobs`` go to :func:`areal_conf.performance.step_time`.
     """
     positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
     positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
