@@ -533,7 +533,7 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
 
     shape = model_shape_of(model)
     gpu, said = gpu_for_speed(args.gpu)
-    gpu_memory_gb = args.gpu_memory_gb if args.gpu_memory_gb is not None else gpu.hbm_gb
+    gpu_memory_gb = _gpu_memory_gb(args) if args.gpu_memory_gb is not None else gpu.hbm_gb
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
     if BACKENDS[args.backend].kind == "inference":
         _ranked_inference(args, shape, gpu, said, engine, per_node)

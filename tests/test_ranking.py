@@ -101,6 +101,7 @@ BAD_RANK: list[tuple[list[str], str, str]] = [
     ([*RANK, "--tokens-per-step", "0"], "tokens_per_step must be a positive integer", "above 0"),
     ([*RANK, "--gpu", "v100"], "'v100' is not a GPU areal-conf knows", "give one of"),
     ([*RANK, "--plot", "x.svg"], "--plot writes a PNG file", ".png"),
+    ([*RANK, "--gpu-memory-gb", "-1"], "--gpu-memory-gb: must be a positive number", "=80"),
     (
         [
             "layouts",
