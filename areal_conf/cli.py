@@ -17,7 +17,7 @@ from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
-from areal_conf.report import memory_text, plan_report
+from areal_conf.report import columns, decode_rows, memory_text, plan_report, ranked_layout_rows
 from areal_conf.roles import ROLE_NAMES
 from areal_conf.settings import Settings, from_environment
 from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
@@ -539,7 +539,6 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
         _ranked_inference(args, shape, gpu, said, engine, per_node)
         return
     from areal_conf.ranking import rank_layouts
-    from areal_conf.report import seconds_text
 
     microbatch = args.max_tokens_per_mb or shape.max_seq_len
     if microbatch is None:
@@ -573,11 +572,7 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
     if args.hydra:
         print(shell_sweep_override(f"{engine}.backend", [r.spec for r in ranked]))
         return
-    rows = [("#", "layout", "s/step", "MFU", "GB/GPU")]
-    for i, r in enumerate(ranked, 1):
-        memory = f"{r.memory.total / 1e9:.1f}" + ("" if r.fits else " (does not fit)")
-        rows.append((str(i), r.spec, seconds_text(r.seconds), f"{r.step.mfu:.0%}", memory))
-    print(_columns(rows))
+    print("\n".join(columns(ranked_layout_rows(ranked, "#"))))
     print(
         f"predicted on {said}: {args.tokens_per_step:,} tokens a step, micro-batches of at "
         f"most {microbatch:,} tokens, {gpu.inter_node_gb_per_s:g} GB/s network per GPU and "
@@ -614,21 +609,10 @@ def _ranked_inference(
     if args.hydra:
         print(shell_sweep_override(f"{engine}.backend", [spec for spec, _ in ranked]))
         return
-    rows = [("#", "layout", "tokens/s", "batch", "bound")]
-    for i, (spec, rate) in enumerate(ranked, 1):
-        batch = str(rate.batch) + (" (KV cache full)" if rate.kv_limited else "")
-        rows.append((str(i), spec, f"{rate.tokens_per_s:,.0f}", batch, rate.bound))
-    print(_columns(rows))
+    print("\n".join(columns(decode_rows(ranked, "#"))))
     print(
         f"predicted on {said}: {args.concurrent:,} sequences at once, {context:,} tokens of "
         "context on average; prefill not counted"
-    )
-
-
-def _columns(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
 
 

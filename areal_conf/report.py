@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
     from areal_conf.allocation import ModelAllocation
     from areal_conf.memory import MemoryEstimate
+    from areal_conf.performance import DecodeThroughput
     from areal_conf.plan import EnginePlan, Plan, Slot
+    from areal_conf.ranking import RankedLayout
 
 IDLE: Final = "."
 CONFLICT: Final = "!"  # a GPU that two separated engines claim (never after place())
@@ -140,12 +142,7 @@ def plan_table(plan: Plan) -> str:
         if timed:
             row += ("-" if e.step_seconds is None else seconds_text(e.step_seconds),)
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = columns(rows, rule=True)
     lines.append(plan_summary(plan))
     lines += _not_built(plan)
     if plan.rules is not None:
@@ -158,6 +155,41 @@ def plan_table(plan: Plan) -> str:
         lines.append(plan.speed_note)
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def columns(rows: Sequence[tuple[str, ...]], *, rule: bool = False) -> list[str]:
+    """``rows`` as lines of left-aligned columns two spaces apart; with ``rule``, a line
+    of dashes under the first row (the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def ranked_layout_rows(ranked: Sequence[RankedLayout], number: str) -> list[tuple[str, ...]]:
+    """Training layouts ranked by predicted step time: rank, layout, s/step, MFU, GB/GPU
+    (``number`` heads the rank column)."""
+    rows: list[tuple[str, ...]] = [(number, "layout", "s/step", "MFU", "GB/GPU")]
+    for i, r in enumerate(ranked, 1):
+        memory = f"{r.memory.total / GB:.1f}" + ("" if r.fits else " (does not fit)")
+        rows.append((str(i), r.spec, seconds_text(r.seconds), f"{r.step.mfu:.0%}", memory))
+    return rows
+
+
+def decode_rows(
+    ranked: Sequence[tuple[str, DecodeThroughput]], number: str
+) -> list[tuple[str, ...]]:
+    """Inference layouts ranked by decode throughput: rank, layout, tokens/s, batch,
+    what binds."""
+    rows: list[tuple[str, ...]] = [(number, "layout", "tokens/s", "batch", "bound")]
+    for i, (spec, rate) in enumerate(ranked, 1):
+        batch = str(rate.batch) + (" (KV cache full)" if rate.kv_limited else "")
+        rows.append((str(i), spec, f"{rate.tokens_per_s:,.0f}", batch, rate.bound))
+    return rows
 
 
 def seconds_text(seconds: float) -> str:

@@ -25,7 +25,7 @@ from areal_conf.ranking import (
     rl_split,
 )
 from areal_conf.reading import RunConfig
-from areal_conf.report import seconds_text
+from areal_conf.report import columns, decode_rows, ranked_layout_rows, seconds_text
 from areal_conf.speed import TrainingStep, training_step
 
 
@@ -189,19 +189,7 @@ def suggestion_text(s: Suggestion) -> str:
     for t in s.training:
         now = "" if t.current_seconds is None else f", {seconds_text(t.current_seconds)} s/step"
         lines += ["", f"{t.engine} ({t.current} on {t.gpus} GPUs{now}): fastest layouts"]
-        rows: list[tuple[str, ...]] = [("", "layout", "s/step", "MFU", "GB/GPU")]
-        for i, ranked in enumerate(t.ranked, 1):
-            fits = "" if ranked.fits else " (does not fit)"
-            rows.append(
-                (
-                    str(i),
-                    ranked.spec,
-                    seconds_text(ranked.seconds),
-                    f"{ranked.step.mfu:.0%}",
-                    f"{ranked.memory.total / 1e9:.1f}{fits}",
-                )
-            )
-        lines += _table(rows)
+        lines += _indented(ranked_layout_rows(t.ranked, ""))
         lines.append(
             f"  {t.step.tokens_per_batch:,} tokens a step (mean response "
             f"{t.step.mean_response_tokens:,} tokens) in {t.step.optimizer_steps} optimizer "
@@ -211,11 +199,7 @@ def suggestion_text(s: Suggestion) -> str:
     if s.rollout is not None:
         r = s.rollout
         lines += ["", f"{r.engine} ({r.current} on {r.gpus} GPUs): fastest layouts"]
-        rows = [("", "layout", "tokens/s", "batch", "bound")]
-        for i, (spec, rate) in enumerate(r.ranked, 1):
-            batch = f"{rate.batch}" + (" (KV cache full)" if rate.kv_limited else "")
-            rows.append((str(i), spec, f"{rate.tokens_per_s:,.0f}", batch, rate.bound))
-        lines += _table(rows)
+        lines += _indented(decode_rows(r.ranked, ""))
         lines.append(
             f"  decoding {r.concurrent:,} sequences at once, {r.context_tokens:,} tokens of "
             "context on average"
@@ -252,7 +236,7 @@ def suggestion_text(s: Suggestion) -> str:
                     seconds_text(o.step_s) + mark,
                 )
             )
-        lines += _table(rows)
+        lines += _indented(rows)
         a = sp.assumptions
         lines.append(
             f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
@@ -264,9 +248,5 @@ def suggestion_text(s: Suggestion) -> str:
     return "\n".join(lines)
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+def _indented(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    return ["  " + line for line in columns(rows)]
