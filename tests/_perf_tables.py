@@ -21,6 +21,7 @@ Setup the tables do not print, as the sources describe it:
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,32 +99,37 @@ KNOBS_2021: dict[str, Any] = {
 }
 
 
-def narayanan_table1() -> list[Row]:
+def _weak_scaling(
+    table: str, gpu: str, flops_of: Callable[..., float], knobs: dict[str, Any]
+) -> list[Row]:
+    """A weak-scaling table: one GPT a row, on its own layout, each a workload of its own
+    kind (rows compare by throughput per GPU, not by step time)."""
     rows = []
-    for r in _read("narayanan2021_table1.csv"):
+    for r in _read(table + ".csv"):
         h, layers, heads = int(r["hidden"]), int(r["layers"]), int(r["heads"])
         t, p, d = int(r["t"]), int(r["p"]), int(r["d"])
         batch, gpus = int(r["global_batch"]), int(r["gpus"])
-        flops = narayanan_flops(batch, SEQ_2021, layers, h, VOCAB_2021)
+        seq, vocab = int(r.get("seq", SEQ_2021)), int(r.get("vocab", VOCAB_2021))
+        flops = flops_of(batch, seq, layers, h, vocab)
         rows.append(
             Row(
-                "narayanan2021_table1",
-                "narayanan2021_table1",
+                table,
+                table,
                 f"{r['params_billion']}B",
                 _megatron_spec(d, t, p),
-                gpt(heads, h, layers, VOCAB_2021, SEQ_2021),
-                "a100",
+                gpt(heads, h, layers, vocab, seq),
+                gpu,
                 flops / (gpus * float(r["tflops_per_gpu"]) * 1e12),
                 flops,
-                {
-                    **KNOBS_2021,
-                    "tokens_per_step": batch * SEQ_2021,
-                    "tokens_per_microbatch": SEQ_2021,
-                    "sequence_parallel": False,
-                },
+                {"tokens_per_step": batch * seq, "tokens_per_microbatch": seq, **knobs},
             )
         )
     return rows
+
+
+def narayanan_table1() -> list[Row]:
+    knobs = {**KNOBS_2021, "sequence_parallel": False}
+    return _weak_scaling("narayanan2021_table1", "a100", narayanan_flops, knobs)
 
 
 # GPT-3 175B of Table 2 (96 layers, hidden 12288, 96 heads).
@@ -198,38 +204,13 @@ def korthikanti_table5() -> list[Row]:
 
 
 def megatron_h100() -> list[Row]:
-    rows = []
-    for r in _read("megatron_readme_h100_2024.csv"):
-        h, layers, heads = int(r["hidden"]), int(r["layers"]), int(r["heads"])
-        t, p, d = int(r["t"]), int(r["p"]), int(r["d"])
-        batch, gpus, seq, vocab = (
-            int(r["global_batch"]),
-            int(r["gpus"]),
-            int(r["seq"]),
-            int(r["vocab"]),
-        )
-        flops = megatron_flops(batch, seq, layers, h, vocab)
-        rows.append(
-            Row(
-                "megatron_readme_h100_2024",
-                "megatron_readme_h100_2024",
-                f"{r['params_billion']}B",
-                _megatron_spec(d, t, p),
-                gpt(heads, h, layers, vocab, seq),
-                "h100",
-                flops / (gpus * float(r["tflops_per_gpu"]) * 1e12),
-                flops,
-                {
-                    "tokens_per_step": batch * seq,
-                    "tokens_per_microbatch": seq,
-                    "recompute": "selective",
-                    "tp_comm_overlap": True,
-                    "overlap_grad_reduce": True,
-                    "overlap_param_gather": True,
-                },
-            )
-        )
-    return rows
+    knobs = {
+        "recompute": "selective",
+        "tp_comm_overlap": True,
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+    }
+    return _weak_scaling("megatron_readme_h100_2024", "h100", megatron_flops, knobs)
 
 
 def all_rows() -> list[Row]:
