@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _perf_tables import all_rows, figure_facts, measured_per_gpu, predict, spearman
 
-from areal_conf.performance import step_time
+from areal_conf.performance import model_shape_of, step_time
 from areal_conf.ranking import rank_layouts
 
 
@@ -95,10 +95,51 @@ def speed() -> None:
         took = time.perf_counter() - start
         print(f"rank every megatron layout of 1024 GPUs ({label}): ", end="")
         print(f"{len(ranked)} layouts in {took:.3f} s")
-    print(f"step_time: {per_call * 1e6:.1f} µs a call (mean of {calls})")
+    parsed = model_shape_of(model)
+    start = time.perf_counter()
+    for _ in range(calls):
+        step_time(spec, parsed, **knobs)
+    per_shape_call = (time.perf_counter() - start) / calls
+    print(f"step_time: {per_call * 1e6:.1f} µs a call with a mapping, ", end="")
+    print(f"{per_shape_call * 1e6:.1f} µs with a ModelShape (mean of {calls})")
+
+
+def plan_column() -> None:
+    """validate() of an AReaL 2.0 example with and without the s/step check, alternating
+    rounds, best of each."""
+    from areal_conf import checks, validation
+    from areal_conf.areal_argv import parse_config_command
+    from areal_conf.areal_command import compose_as_areal
+    from areal_conf.settings import Settings
+
+    root = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "areal2"
+    command = parse_config_command(
+        ["--config", "examples/math/gsm8k_grpo_megatron.yaml", "scheduler.type=local"], cwd=root
+    )
+    cfg = compose_as_areal(command)
+    settings = Settings(areal_version="2.0")
+    with_check = validation.CHECKS["2.0"]
+    without = tuple(c for c in with_check if c.run is not checks.predict_step_times)
+    assert len(without) == len(with_check) - 1
+    best = {"with": float("inf"), "without": float("inf")}
+    for _ in range(30):
+        for label, row in (("without", without), ("with", with_check)):
+            validation.CHECKS["2.0"] = row
+            start = time.perf_counter()
+            for _ in range(20):
+                validation.validate(cfg, settings=settings)
+            best[label] = min(best[label], (time.perf_counter() - start) / 20)
+    validation.CHECKS["2.0"] = with_check
+    added = best["with"] - best["without"]
+    print(
+        f"validate of gsm8k_grpo_megatron.yaml: {best['without'] * 1e3:.3f} ms without the "
+        f"s/step column, {best['with'] * 1e3:.3f} ms with it (best of 30 rounds): "
+        f"{added * 1e3:.3f} ms added, {best['with'] / best['without']:.2f}×"
+    )
 
 
 if __name__ == "__main__":
     tables()
     print()
     speed()
+    plan_column()
