@@ -20,11 +20,12 @@ tokens), experts by ``ep×etp``.
 
 **Matrix multiplications.** A GEMM of ``M×K`` by ``K×N`` takes the longer of its FLOPs
 at ``peak × gemm_efficiency × fill`` and its bytes at the HBM bandwidth (a roofline), plus
-a kernel launch. ``fill`` is how well the output tiles fill the GPU: a 128×128 tile per
-streaming multiprocessor, ``tiles / (tiles + SMs/2)`` (a smooth stand-in for wave
-quantization: a GEMM of one wave of tiles leaves a third of the machine idle on average),
-times ``K / (K + 128)`` for each tile's fixed prologue and epilogue. So small micro-batches
-and large ``tp`` (thin matrices) lose efficiency, and a larger micro-batch gains it.
+a kernel launch. ``fill`` is how well the output tiles fill the GPU: 128×128 output
+tiles run in waves of one tile per streaming multiprocessor, so a GEMM of ``T`` tiles takes
+``ceil(T / SMs)`` waves and the last, partial wave leaves the other SMs idle (wave
+quantization: ``T / (waves × SMs)``), times ``K / (K + 128)`` for each tile's fixed
+prologue and epilogue. So small micro-batches and large ``tp`` (thin matrices, few waves)
+lose efficiency, and a larger micro-batch gains it until its GEMMs run many full waves.
 ``gemm_efficiency`` is what cuBLAS reaches on large bf16 GEMMs (a property of the GPU,
 from vendor and public GEMM benchmarks, in :mod:`areal_conf.hardware`).
 
@@ -82,14 +83,22 @@ runs slower by that share. What is hidden and what is exposed:
   prefetches the next layer's weights, so each phase (forward, backward) takes the
   longer of its compute and its traffic, plus the first layer's gather.
 
+Megatron adds each micro-batch's weight gradients into its gradient buffer (in
+``grad_reduce_dtype``). With ``gradient_accumulation_fusion`` (Megatron-LM's training
+script and megatron-bridge turn it on) the weight-gradient GEMM accumulates straight into
+the buffer. Without it (Megatron-Core's default, so AReaL's through mbridge, and 2021
+Megatron) a separate kernel reads the new gradient and reads and writes the buffer,
+``2 + 2 × grad bytes`` a parameter each micro-batch at the HBM bandwidth: a cost that a
+larger micro-batch pays less often.
+
 The optimizer step (Adam on the local shard) reads and writes about 34 bytes a parameter
 at the HBM bandwidth.
 
 **Not modelled**: load imbalance between experts or between packed sequences, stragglers
 and network congestion from other jobs, CPU overheads (data loading, Python), kernel
-fusion beyond the above, FP8, the rollout engine's weight updates, and Archon beyond
-treating it as Megatron-like (its tensor and pipeline parallelism as Megatron's, its data
-parallelism as FSDP's).
+fusion beyond the above, FP8, LoRA (priced as training every weight), the rollout
+engine's weight updates, and Archon beyond treating it as Megatron-like (its tensor and
+pipeline parallelism as Megatron's, its data parallelism as FSDP's).
 """
 
 from __future__ import annotations
@@ -279,7 +288,8 @@ class _Pricer:
     def gemm(self, m: float, k: float, n: float) -> float:
         """One bf16 GEMM ``(m×k)·(k×n)``: a roofline with tile fill, plus a launch."""
         tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
-        fill = tiles / (tiles + 0.5 * self.sms) * k / (k + TILE_K_OVERHEAD)
+        waves = math.ceil(tiles / self.sms)
+        fill = tiles / (waves * self.sms) * k / (k + TILE_K_OVERHEAD)
         compute = 2.0 * m * k * n / (self.flops * fill)
         memory = 2.0 * (m * k + k * n + m * n) / self.hbm
         return (compute if compute > memory else memory) + KERNEL_LAUNCH_S
@@ -338,6 +348,7 @@ def step_time(
     overlap_param_gather: bool = False,
     regather_for_recompute: bool = False,
     distributed_optimizer: bool = True,
+    gradient_accumulation_fusion: bool = False,
 ) -> StepTime:
     """Predicted time of one training step of a layout (see the module docstring).
 
@@ -353,8 +364,9 @@ def step_time(
     Knobs with Megatron's meaning: ``seq_len`` the length of one packed sequence
     (default: a micro-batch is one sequence), ``sequence_parallel`` (default ``tp > 1``
     for Megatron and Archon), ``virtual_stages`` (interleaved 1F1B),
-    ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off), and
-    ``grad_reduce_dtype`` (AReaL's float32).
+    ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off),
+    ``grad_reduce_dtype`` (AReaL's float32) and ``gradient_accumulation_fusion`` (off, as
+    AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``).
 
     Raises AllocationError for an inference backend, an unknown GPU, tokens that are
     not positive integers, or a ``tokens_per_step`` smaller than one micro-batch for
@@ -414,6 +426,7 @@ def step_time(
         overlap_param_gather,
         regather_for_recompute,
         distributed_optimizer,
+        gradient_accumulation_fusion,
     )
 
 
@@ -435,6 +448,7 @@ def _step(
     overlap_param_gather: bool,
     regather: bool,
     distributed_optimizer: bool,
+    grad_accumulation_fusion: bool,
 ) -> StepTime:
     price = _Pricer(gpu)
     par = alloc.parallel
@@ -616,6 +630,8 @@ def _step(
             hidden = min(params, layers_per_stage * (forward + tp_layer / 3))
             dp_comm -= hidden * (1 - comm_slowdown)
 
+    if not zero3 and not grad_accumulation_fusion:  # a separate add each micro-batch
+        stage_compute += (dense_params + expert_params) * (2 + 2 * grad_bytes) / price.hbm
     # -- the step -------------------------------------------------------------------------
     slot = stage_compute + stage_tp + stage_cp + stage_ep + pp_slot
     bubble = (pp - 1) / virtual * slot

@@ -409,6 +409,7 @@ class EngineSection:
     optimizer_dtype: object = "float32"
     distributed_optimizer: bool = True
     recompute_granularity: str = "full"
+    bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
     path: object = None
     # the actor's keys of the RL rules
     kl_ctl: int | float | None = None  # None: absent
@@ -736,6 +737,11 @@ def read_engine(
         if is_mapping(megatron)
         else None
     )
+    bridge = (
+        _text(megatron, "bridge_type", at("megatron.bridge_type"), "mbridge")
+        if is_mapping(megatron)
+        else "mbridge"
+    )
     specs, specs_problem = _specs(node, at("scheduling_spec"))
     return EngineSection(
         name=name,
@@ -769,6 +775,7 @@ def read_engine(
         optimizer_dtype=_text(node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]),
         distributed_optimizer=distributed,
         recompute_granularity=str(granularity) if granularity is not None else "full",
+        bridge_type=str(bridge),
         path=read_value(node, "path", at("path")),
         kl_ctl=_number(node, "kl_ctl", at("kl_ctl")),
         weight_update_mode=_text(

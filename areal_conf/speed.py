@@ -109,6 +109,10 @@ def training_step(
         "flash_attention": "flash" in engine.attn_impl,
         "distributed_optimizer": engine.distributed_optimizer,
         "grad_reduce_dtype": engine.grad_reduce_dtype,
+        # mbridge (AReaL's default) leaves Megatron-Core's default, off; megatron-bridge
+        # turns it on, except for LoRA.
+        "gradient_accumulation_fusion": engine.bridge_type == "megatron-bridge"
+        and not engine.use_lora,
     }
     microbatch = engine.tokens_per_mb or workload.prompt_len + workload.max_new_tokens
     return TrainingStep(

@@ -105,29 +105,11 @@ def test_throughput_per_gpu_ranks_the_weak_scaling_models_of_narayanan_table_1()
 
 
 FACTS = figure_facts()
-# Where the model and the paper's figures disagree today (see benchmarks/README.md).
-KNOWN_MISSES = {
-    "fig. 13, batch 512: (t, p) = (8, 8) fastest",
-    "fig. 16, batch 128: micro-batch 2 beats 1 and 4",
-}
 
 
-@pytest.mark.parametrize(
-    "fact,held",
-    [
-        pytest.param(
-            fact,
-            held,
-            marks=pytest.mark.xfail(strict=True, reason="the model misses it by 1-3%")
-            if fact in KNOWN_MISSES
-            else (),
-        )
-        for fact, held in FACTS
-    ],
-    ids=[fact for fact, _ in FACTS],
-)
-def test_the_figures_ordinal_facts(fact: str, held: bool) -> None:
-    assert held, fact
+@pytest.mark.parametrize("fact,margin", FACTS, ids=[fact for fact, _ in FACTS])
+def test_the_figures_ordinal_facts(fact: str, margin: float) -> None:
+    assert margin > 0, f"{fact}: misses by {-margin:.1%}"
 
 
 # -- each term behaves -----------------------------------------------------------------

@@ -160,6 +160,23 @@ def test_the_training_step_is_read_from_batch_samples_and_lengths() -> None:
     assert training_step(run, run.engines["actor"]) == "no train_dataset.batch_size"
 
 
+@pytest.mark.parametrize(
+    "overrides,fused",
+    [
+        ((), False),  # mbridge, AReaL's default, leaves Megatron-Core's default: off
+        (("+actor.megatron.bridge_type=megatron-bridge",), True),
+        (("+actor.megatron.bridge_type=megatron-bridge", "+actor.use_lora=true"), False),
+    ],
+)
+def test_gradient_accumulation_fusion_follows_the_bridge(
+    overrides: tuple[str, ...], fused: bool
+) -> None:
+    run = read_config(_areal2(overrides), choose_rules("2.0").rules)
+    step = training_step(run, run.engines["actor"])
+    assert isinstance(step, TrainingStep)
+    assert step.knobs["gradient_accumulation_fusion"] is fused
+
+
 def test_the_plan_has_an_s_per_step_column_that_matches_the_model() -> None:
     plan = validate(_areal2(("scheduler.type=local",)), settings=Settings(areal_version="2.0"))
     actor = plan.engines["actor"]
