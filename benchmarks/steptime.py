@@ -4,8 +4,8 @@ For each table of ``shared/fixtures/perf`` it prints every row's predicted and m
 step time, then per workload (the rows one job could choose between) the Spearman rank
 correlation of predicted against measured throughput per GPU and the top-1 regret: the
 measured time of the layout the model ranks first over the measured best. Then the
-ordinal facts of the Megatron paper's figures, and the cost of one ``step_time`` call and
-of ranking every layout of a 1024-GPU engine.
+ordinal facts of the Megatron paper's figures with the model's margin on each, and the
+cost of one ``step_time`` call and of ranking every layout of a 1024-GPU engine.
 
     python benchmarks/steptime.py
 """
@@ -63,8 +63,9 @@ def tables() -> None:
         )
         print(f"{table:42} {len(chosen_rows):4} {rho:9.3f}")
     print()
-    for fact, held in figure_facts():
-        print(("holds   " if held else "misses  ") + fact)
+    print("Figure facts, with the margin by which the predicted step times keep the order:")
+    for fact, margin in figure_facts():
+        print(f"{'holds' if margin > 0 else 'misses':7} {margin:+7.1%}  {fact}")
 
 
 def speed() -> None:
