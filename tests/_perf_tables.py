@@ -10,12 +10,14 @@ Setup the tables do not print, as the sources describe it:
 - Narayanan et al. 2021: GPT with a 4h GELU MLP (modelled as a gated MLP of the same
   weights, 8h/3), sequence 2048, vocabulary 51,200, fp16 with full activation
   recomputation, micro-batch 1 for the PTD-P rows (Table 2 gives it), no
-  overlap of the data-parallel all-reduce, gradients all-reduced in fp16.
+  overlap of the data-parallel all-reduce, gradients all-reduced in fp16 and accumulated
+  by a separate add each micro-batch (Megatron had no gradient accumulation fusion yet).
 - Korthikanti et al. 2022: the same GPT, one data-parallel replica, full recomputation
-  without sequence parallelism against selective recomputation with it.
+  without sequence parallelism against selective recomputation with it; Megatron-LM's
+  training script, so gradient accumulation fused into the weight-gradient GEMMs.
 - Megatron-LM's 2024 H100 table: GPT with sequence 4096 and vocabulary 131,072, bf16,
   distributed optimizer, data-parallel and tensor-parallel communication overlapped,
-  selective recomputation, micro-batch 1.
+  selective recomputation, micro-batch 1, gradient accumulation fused.
 """
 
 from __future__ import annotations
