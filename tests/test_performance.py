@@ -349,16 +349,16 @@ def test_rank_layouts_puts_fitting_layouts_first_fastest_first() -> None:
 
 
 def test_the_split_balances_generation_and_training() -> None:
-    split = rl_split(
-        QWEN_14B,
-        gpu="h100",
-        total_gpus=64,
-        batch_size=256,
-        n_samples=8,
-        max_new_tokens=8192,
-        prompt_tokens=1024,
-        tokens_per_microbatch=16384,
-    )
+    workload: dict[str, Any] = {
+        "gpu": "h100",
+        "total_gpus": 64,
+        "batch_size": 256,
+        "n_samples": 8,
+        "max_new_tokens": 8192,
+        "prompt_tokens": 1024,
+        "tokens_per_microbatch": 16384,
+    }
+    split = rl_split(QWEN_14B, **workload)
     options = split.options
     assert split.best.step_s == min(o.step_s for o in options)
     generate = [o.generate_s for o in options]
@@ -368,17 +368,7 @@ def test_the_split_balances_generation_and_training() -> None:
     assert split.best.rollout_gpus + split.best.actor_gpus == 64
     assert split.best.rollout.startswith("sglang:") and split.best.actor.startswith("fsdp:")
     assert split.assumptions["mean_response_tokens"] == 4096
-    longer = rl_split(
-        QWEN_14B,
-        gpu="h100",
-        total_gpus=64,
-        batch_size=256,
-        n_samples=8,
-        max_new_tokens=8192,
-        prompt_tokens=1024,
-        mean_response_tokens=8000,
-        tokens_per_microbatch=16384,
-    )
+    longer = rl_split(QWEN_14B, **workload, mean_response_tokens=8000)
     assert longer.best.rollout_gpus >= split.best.rollout_gpus
 
 
