@@ -181,6 +181,21 @@ def test_a_larger_microbatch_is_more_efficient_until_memory_binds() -> None:
     assert min(fitting) == fitting[-1]
 
 
+def test_unfused_gradient_accumulation_costs_megatron_an_add_per_microbatch() -> None:
+    def compute(spec: str, fused: bool, microbatch: int) -> float:
+        knobs = {**KNOBS, "tokens_per_microbatch": microbatch}
+        return step_time(spec, QWEN_14B, gradient_accumulation_fusion=fused, **knobs).compute
+
+    extra = {
+        mb: compute("megatron:d2t4", False, mb) - compute("megatron:d2t4", True, mb)
+        for mb in (4096, 8192)
+    }
+    assert extra[4096] > 0
+    assert extra[4096] == pytest.approx(2 * extra[8192])  # twice the micro-batches
+    # FSDP and Archon shard their gradients (ZeRO-3): the knob is Megatron's.
+    assert compute("fsdp:d8", False, 8192) == compute("fsdp:d8", True, 8192)
+
+
 def test_more_recomputation_costs_more_time() -> None:
     times = [
         step_time("megatron:d2t4", QWEN_14B, recompute=r, **KNOBS).compute
