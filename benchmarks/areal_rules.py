@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DIRS = {
     "2.0 examples": ROOT / "tests" / "fixtures" / "areal2",
-    "1.0 fixtures": Path("/work/shared/fixtures/areal"),
+    "1.0 fixtures": ROOT / "tests" / "fixtures" / "areal",
 }
 
 CHILD = r"""

@@ -23,7 +23,7 @@ import areal_conf.config  # noqa: F401  (registers areal_schema and the resolver
 from areal_conf.errors import AllocationError
 from areal_conf.validation import validate
 
-FIXTURES = Path("/work/shared/fixtures/areal")
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "areal"
 
 
 def _median(fn: Any, rounds: int) -> float:

@@ -1,4 +1,4 @@
-"""The published step times of ``shared/fixtures/perf``, as rows the step-time model can
+"""The published step times of ``tests/fixtures/perf``, as rows the step-time model can
 predict: each with its layout, model, batch and the measured seconds of one step.
 
 The papers report throughput (TFLOPS per GPU, counted with their own FLOP formulas);
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "perf"
+SHARED = Path(__file__).resolve().parent / "fixtures" / "perf"
 
 
 @dataclass(frozen=True)

@@ -94,15 +94,15 @@ LAYOUTS = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
 def test_reads_the_command_as_areal_does(
     argv: str, form: str, driver: str, config: str, overrides: list[str]
 ) -> None:
-    command = parse_areal_command(shlex.split(argv), "/work")
+    command = parse_areal_command(shlex.split(argv), "/srv/areal")
     assert (command.form, command.driver, command.config) == (form, driver, config)
     assert list(command.overrides) == overrides
-    assert command.config_path == Path("/work", config)
+    assert command.config_path == Path("/srv/areal", config)
 
 
 def test_a_job_keeps_every_argument_but_the_overrides() -> None:
     command = parse_areal_command(
-        ["python", "-u", "x.py", "a=1", "--config", "c.yaml", "b=2"], "/work"
+        ["python", "-u", "x.py", "a=1", "--config", "c.yaml", "b=2"], "/srv/areal"
     )
     assert command.with_overrides(["a=3", "b=4"]) == [
         "python",
@@ -151,7 +151,7 @@ def test_the_driver_arguments_are_split_as_argparse_splits_them(tokens: list[str
     with contextlib.redirect_stderr(io.StringIO()):
         expected = _areal_parse(tokens)
     try:
-        command = parse_areal_command(["python", "driver.py", *tokens], "/work")
+        command = parse_areal_command(["python", "driver.py", *tokens], "/srv/areal")
     except AllocationError:
         assert expected is None
         return

@@ -1,4 +1,4 @@
-"""Every real AReaL 1.0 config of the shared fixtures, plain and with ``areal_schema``
+"""Every real AReaL 1.0 config of ``tests/fixtures/areal`` (copied from AReaL's examples), plain and with ``areal_schema``
 first, under AReaL 1.0's rules (``AREAL_CONF_AREAL_VERSION=1.0``, as a user of AReaL 1.0
 sets it): the 2.0 configs are ``test_areal2_fixtures.py``'s.
 
@@ -30,12 +30,9 @@ from areal_conf.reading import is_absent, is_unset_section
 from areal_conf.roles import ROLE_NAMES
 from areal_conf.validation import validate
 
-FIXTURES = Path("/work/shared/fixtures/areal")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "areal"
 
-pytestmark = [
-    pytest.mark.skipif(not FIXTURES.is_dir(), reason="AReaL fixtures not available"),
-    pytest.mark.usefixtures("areal_1_0"),
-]
+pytestmark = pytest.mark.usefixtures("areal_1_0")
 
 
 class Valid(NamedTuple):

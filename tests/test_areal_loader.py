@@ -9,8 +9,8 @@ without areal-conf installed and finds the same verdicts.
 AReaL's loader runs in a virtualenv of its own, built from a copy of AReaL's repository
 by ``areal_loader/setup.sh`` (a tool beside this project, not part of it):
 ``AREAL_LOADER_HOME`` (default ``~/.cache/areal-loader``) holds ``venv`` and
-``areal-src``, ``AREAL_LOADER_DIR`` the tool's ``load.py``. Without them these tests
-skip and say so; CI has no copy of AReaL.
+``areal-src``, ``AREAL_LOADER_DIR`` (no default) the tool's directory, with its ``load.py``.
+Without them these tests skip and say so.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ from areal_conf import AllocationError, validate
 from areal_conf.legacy import migration_yaml
 
 HOME = Path(os.environ.get("AREAL_LOADER_HOME", Path.home() / ".cache" / "areal-loader"))
-LOADER = Path(os.environ.get("AREAL_LOADER_DIR", "/work/shared/areal2/areal_loader")) / "load.py"
+# The loader tool is not part of this repository: its directory comes from the
+# environment, and without it the loader tests skip.
+LOADER_DIR = os.environ.get("AREAL_LOADER_DIR", "")
+LOADER = Path(LOADER_DIR or "areal_loader-not-set") / "load.py"
 PYTHON = HOME / "venv" / "bin" / "python"
 SRC = HOME / "areal-src"
 EXAMPLES = SRC / "examples"
@@ -40,8 +43,9 @@ EXAMPLES = SRC / "examples"
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
-        not (PYTHON.exists() and LOADER.exists() and EXAMPLES.is_dir()),
-        reason=f"AReaL's loader is not set up (AREAL_LOADER_HOME={HOME}, {LOADER})",
+        not (LOADER_DIR and PYTHON.exists() and LOADER.exists() and EXAMPLES.is_dir()),
+        reason="AReaL's loader is not set up: set AREAL_LOADER_DIR to the areal_loader "
+        f"tool's directory and build its venv with its setup.sh (AREAL_LOADER_HOME={HOME})",
     ),
 ]
 

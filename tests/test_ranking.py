@@ -20,7 +20,7 @@ from areal_conf.speed import TrainingStep, training_step
 from areal_conf.validation import validate
 
 HF = ROOT / "tests" / "fixtures" / "hf"
-AREAL2 = ROOT.parent / "shared" / "fixtures" / "areal2"
+AREAL2 = ROOT / "tests" / "fixtures" / "areal2"
 MEGATRON_YAML = "examples/math/gsm8k_grpo_megatron.yaml"
 MOE = ["--model", f"hf_config={HF / 'qwen3_30b_a3b'}"]
 RANK = ["layouts", "megatron", "--gpus", "64", *MOE, "--rank", "--max-tokens-per-mb", "16384"]
