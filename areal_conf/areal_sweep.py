@@ -22,10 +22,12 @@ Hydra-facing: it drives Hydra's multirun and reads the validating launcher's nam
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import signal
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,11 +140,17 @@ def sweep_command(
     chosen = settings if settings is not None else default_settings()
     areal = [o for o in command.overrides if not is_hydra_option(o)]
     hydra = validated_launch([o for o in command.overrides if is_hydra_option(o)])
-    if dry_run:
-        hydra.append("hydra.launcher.dry_run=true")
-    job = SweepJob(command, chosen)
-    with in_force(chosen):
-        returns = _multirun(path, job, [*areal, *hydra], task_name(command))
+    with contextlib.ExitStack() as scratch:
+        if dry_run:
+            hydra.append(_LAUNCHER_DRY_RUN)
+            if not any(o.lstrip("+").startswith("hydra.sweep.dir=") for o in hydra):
+                # Hydra writes the sweep's multirun.yaml even when nothing runs: a dry run
+                # leaves nothing in the user's tree unless they named a sweep directory.
+                where = scratch.enter_context(tempfile.TemporaryDirectory(prefix="areal-conf-"))
+                hydra.append(f"hydra.sweep.dir={where}")
+        job = SweepJob(command, chosen)
+        with in_force(chosen):
+            returns = _multirun(path, job, [*areal, *hydra], task_name(command))
     if dry_run:
         return 0
     rows = job_rows(returns)
