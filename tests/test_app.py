@@ -7,11 +7,14 @@ from __future__ import annotations
 import importlib
 import io
 import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import TRAIN, Train, run_python, run_shell, user_env
+from _helpers import SUBPROCESS_TIMEOUT, TRAIN, Train, run_python, run_shell, user_env
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationKeyError
@@ -365,3 +368,26 @@ def test_the_same_line_redrawn_on_a_terminal() -> None:
     assert "\rvalidating jobs: 60 of 100, 30 s, about 20 s left" in drawn
     assert drawn.endswith("\r")  # cleared at the end
     assert lines == ["validating jobs: 100 of 100 in 50.0 s"]
+
+
+@pytest.mark.e2e
+def test_runs_started_together_get_a_directory_each_and_no_empty_log(tmp_path: Path) -> None:
+    # Hydra's directory name has whole seconds by default: two runs started in the
+    # same second wrote into one directory. Nothing is logged, so no train.log either.
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(TRAIN)],
+            cwd=tmp_path,
+            env=user_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=SUBPROCESS_TIMEOUT)
+        assert run.returncode == 0, err
+    plans = sorted(tmp_path.glob("outputs/*/*/allocation_plan.json"))
+    assert len(plans) == 2
+    assert list(tmp_path.rglob("*.log")) == []

@@ -43,6 +43,12 @@ def master(hydra_loader: Any, tmp_path_factory: pytest.TempPathFactory) -> DictC
         ],
         run_mode=RunMode.MULTIRUN,
     )
+    # Every job's config copies the master's resolver cache, so a ${now:...} resolved in
+    # the master has one value in all of them (Hydra's launchers resolve the sweep
+    # directory first). The comparisons below resolve every key, hydra.run.dir's
+    # timestamp (to the microsecond) included: resolve it in the master once, or each
+    # config would read the clock itself.
+    str(cfg.hydra.run.dir)
     return cfg
 
 

@@ -610,7 +610,9 @@ class TestSweeperInProcess:
         text = text.replace(
             "  - areal_schema\n", "  - areal_schema\n  - override hydra/sweeper: areal_layouts\n"
         )
-        text += "hydra:\n  sweeper:\n    params:\n      cluster.n_nodes: 2,3\n"
+        text = text.replace(  # into the config's own hydra section
+            "\nhydra:\n", "\nhydra:\n  sweeper:\n    params:\n      cluster.n_nodes: 2,3\n"
+        )
         (app / "conf" / "config.yaml").write_text(text)
         task = Recorder()
         returns = run_sweep(
