@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 from areal_conf.errors import AllocationError
 from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
@@ -69,9 +69,8 @@ def run_validated(
         return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
     with _hydra_reraises():
         try:
-            return main(*args, **kwargs)
-        except BrokenPipeError:
-            raise SystemExit(reader_went_away()) from None
+            with output_may_close():
+                return main(*args, **kwargs)
         except Exception as exc:
             reported = report(exc, sys.argv[1:] if argv is None else argv)
             if reported is None:
@@ -81,13 +80,48 @@ def run_validated(
             raise SystemExit(status) from None
 
 
-def reader_went_away() -> int:
-    """After a BrokenPipeError on stdout (``... | head``): not an error of ours. Point
-    stdout at devnull so the interpreter's final flush does not fail again, and return
-    the exit status to use (1, as Python's documentation suggests)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return 1
+class _OutputToALeavingReader:
+    """``sys.stdout`` for a reader that may stop reading (``... | head``): once the pipe
+    is closed, the rest of the output goes to devnull and the program carries on, so its
+    exit status is its verdict (and a command it runs still runs)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def _reader_left(self) -> None:
+        # The stream's buffer is written to devnull at its next flush, not retried
+        # on the closed pipe; children started from now on inherit devnull too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def output_may_close() -> Iterator[None]:
+    """Within the block, a reader that closes stdout early is not an error."""
+    real = sys.stdout
+    sys.stdout = cast(TextIO, _OutputToALeavingReader(real))
+    try:
+        yield
+        sys.stdout.flush()
+    finally:
+        sys.stdout = real
 
 
 def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | None:

@@ -5,6 +5,8 @@ backend string or a config; migrate a legacy allocation_mode; list every valid l
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -113,8 +115,25 @@ def _migrate(args: argparse.Namespace) -> None:
         print(shell_line(["++" + override for override in overrides]))
 
 
+_DESCRIPTION = (
+    "Check, run or sweep an AReaL training command; explain a backend string or a config; "
+    "migrate a legacy allocation_mode; list, rank and suggest layouts; print the config's "
+    "JSON Schema."
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("areal-conf")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m areal_conf", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m areal_conf", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"areal-conf {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     explain = commands.add_parser(
         "explain",
@@ -143,13 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--nodes", type=int, help="place each backend string alone on this many nodes (GPU map)"
     )
     explain.add_argument("--gpus-per-node", type=int, help="GPUs per node for --nodes (default 8)")
-    explain.add_argument(
-        "--model",
-        metavar="KEY=VALUE",
-        nargs="+",
-        action="extend",
-        default=[],
-        help="with --config: the model's shape for the layout and memory checks, e.g. "
+    _add_model_option(
+        explain,
+        "with --config: the model's shape for the layout and memory checks, e.g. "
         "--model hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a Hugging Face "
         "id) or sizes such as num_layers=48; default: from the config's actor.path "
         "(environment: AREAL_CONF_MODEL)",
@@ -238,14 +253,11 @@ def _add_command_verbs(commands: Any) -> None:
             "(environment: AREAL_CONF_GPU_MEMORY_GB)",
         )
         _add_gpu_option(parser)
-        parser.add_argument(
-            "--model",
-            metavar="KEY=VALUE",
-            action="append",
-            default=[],
-            help="the model's shape when actor.path does not give it, one KEY=VALUE per "
-            "--model: hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a "
-            "Hugging Face id) or sizes such as num_layers=48 (environment: AREAL_CONF_MODEL)",
+        _add_model_option(
+            parser,
+            "the model's shape when actor.path does not give it: hf_config=Qwen/Qwen3-8B (a "
+            "config.json, a model directory or a Hugging Face id) or sizes such as "
+            "num_layers=48 (environment: AREAL_CONF_MODEL)",
         )
         _add_mean_response_option(parser)
         _add_version_option(parser)
@@ -255,6 +267,13 @@ def _add_command_verbs(commands: Any) -> None:
                 action="store_true",
                 help="validate every job and print its command and plan; start nothing",
             )
+        if verb == "check":
+            parser.add_argument(
+                "--json",
+                action="store_true",
+                help="print the plan as JSON, as allocation_plan.json holds it, instead of "
+                "the table",
+            )
         parser.add_argument(
             "command",
             nargs=argparse.REMAINDER,
@@ -263,7 +282,7 @@ def _add_command_verbs(commands: Any) -> None:
             "--config YAML [OVERRIDE ...], or areal train run --config YAML --driver "
             "MODULE:FUNC [OVERRIDE ...]",
         )
-        parser.set_defaults(run=_run_verb, verb=verb)
+        parser.set_defaults(run=_run_verb, verb=verb, own_options=_own_options(parser))
 
 
 def _run_verb(args: argparse.Namespace) -> int:
@@ -272,10 +291,14 @@ def _run_verb(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
+    _refuse_own_options(args, command)
     settings = settings_from(args)
     if args.verb == "sweep":
         return _sweep(command, settings, args.dry_run)
     checked = checked_command(command, settings=settings)
+    if args.verb == "check" and args.json:
+        print(json.dumps(checked.plan.to_dict(), indent=2))
+        return 0
     print(plan_report(checked.plan))
     if args.verb == "check":
         return 0
@@ -305,6 +328,19 @@ def _sweep(command: list[str], settings: Settings, dry_run: bool) -> int:
         message, status = reported
         print(message, file=sys.stderr)
         return status
+
+
+def _own_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """A verb's options by their strings (``--gpu``, ...), for spotting them in the
+    AReaL command."""
+    return dict(parser._option_string_actions)
+
+
+def _add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--model KEY=VALUE [KEY=VALUE ...]``, the same on every verb; repeatable."""
+    parser.add_argument(
+        "--model", metavar="KEY=VALUE", nargs="+", action="extend", default=[], help=help
+    )
 
 
 def _add_gpu_option(parser: argparse.ArgumentParser) -> None:
@@ -342,13 +378,9 @@ def _add_layouts_command(commands: Any) -> None:
     parser.add_argument(
         "--gpus", type=int, required=True, help="the engine's world size (dp×tp×pp×cp)"
     )
-    parser.add_argument(
-        "--model",
-        metavar="KEY=VALUE",
-        nargs="+",
-        action="extend",
-        default=[],
-        help="model shape for the layout rules and the memory check, e.g. --model "
+    _add_model_option(
+        parser,
+        "model shape for the layout rules and the memory check, e.g. --model "
         "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
         + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
         + ")",
@@ -492,16 +524,14 @@ def _layouts(args: argparse.Namespace) -> None:
         print("\n".join(shown))
 
 
-def _gpu_memory_gb(args: argparse.Namespace) -> float:
+def _gpu_memory_gb(args: argparse.Namespace, default: float = DEFAULT_GPU_MEMORY_GB) -> float:
+    """--gpu-memory-gb, else --gpu's memory, else the environment's, else ``default``."""
     if args.gpu_memory_gb is not None:
         from areal_conf.settings import positive_gb
 
         return positive_gb(args.gpu_memory_gb, "--gpu-memory-gb")
-    if args.gpu is not None:
-        from areal_conf.hardware import hardware
-
-        return hardware(args.gpu, "--gpu").hbm_gb
-    return DEFAULT_GPU_MEMORY_GB
+    given = settings_from(args).gpu_memory_gb
+    return default if given is None else given
 
 
 def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
@@ -532,8 +562,8 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
     from areal_conf.speed import gpu_for_speed
 
     shape = model_shape_of(model)
-    gpu, said = gpu_for_speed(args.gpu)
-    gpu_memory_gb = _gpu_memory_gb(args) if args.gpu_memory_gb is not None else gpu.hbm_gb
+    gpu, said = gpu_for_speed(settings_from(args).gpu)
+    gpu_memory_gb = _gpu_memory_gb(args, default=gpu.hbm_gb)
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
     if BACKENDS[args.backend].kind == "inference":
         _ranked_inference(args, shape, gpu, said, engine, per_node)
@@ -628,6 +658,7 @@ def _suggest(args: argparse.Namespace) -> None:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
+    _refuse_own_options(args, command)
     if args.config is not None:
         command = ["--config", args.config, *command]
     print(suggest_for_command(command, settings=settings_from(args), top=args.top))
@@ -659,12 +690,9 @@ def _add_suggest_command(commands: Any) -> None:
     )
     _add_gpu_option(parser)
     _add_mean_response_option(parser)
-    parser.add_argument(
-        "--model",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="the model's shape when actor.path does not give it: hf_config=... (a "
+    _add_model_option(
+        parser,
+        "the model's shape when actor.path does not give it: hf_config=... (a "
         "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
     )
     _add_version_option(parser)
@@ -675,7 +703,7 @@ def _add_suggest_command(commands: Any) -> None:
         help="Hydra overrides of the YAML (actor.backend=megatron:d4t2), or the whole AReaL "
         "command after --",
     )
-    parser.set_defaults(run=_suggest)
+    parser.set_defaults(run=_suggest, verb="suggest", own_options=_own_options(parser))
 
 
 def _add_mean_response_option(parser: argparse.ArgumentParser) -> None:
@@ -696,17 +724,98 @@ def _schema(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from areal_conf.app import output_may_close
+
+    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
     try:
-        status = args.run(args)
-        sys.stdout.flush()
+        args = parser.parse_args(_command_after_separator(parser, given))
+        with output_may_close():  # `... | head`: the verdict's status, not a broken pipe
+            status = args.run(args)
         if isinstance(status, int):
             return status
     except AllocationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        from areal_conf.app import reader_went_away
-
-        return reader_went_away()  # `... | head` closed the pipe: not an error
     return 0
+
+
+# The verbs that take an AReaL command (or overrides) after their own options.
+_COMMAND_VERBS = ("check", "run", "sweep", "suggest")
+
+
+def _verb_parser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser | None = action.choices.get(verb)
+            return found
+    return None
+
+
+def _option_values(action: argparse.Action, rest: Sequence[str]) -> int:
+    """How many of the tokens ``rest`` after an option are its values."""
+    if action.nargs == 0:
+        return 0
+    if action.nargs == "+":  # KEY=VALUE items, up to the next option or the command
+        count = 0
+        while count < len(rest) and "=" in rest[count] and not rest[count].startswith("-"):
+            count += 1
+        return count
+    return 1
+
+
+def _own_options_end(verb_parser: argparse.ArgumentParser, tokens: Sequence[str]) -> int:
+    """The index in ``tokens`` (a verb's arguments) where the AReaL command starts."""
+    options = verb_parser._option_string_actions
+    i = 0
+    while i < len(tokens):
+        name, inline, _ = tokens[i].partition("=")
+        action = options.get(name) if tokens[i].startswith("-") else None
+        if action is None:
+            return i
+        i += 1 if inline else 1 + _option_values(action, tokens[i + 1 :])
+    return i
+
+
+def _command_after_separator(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with ``--`` between a verb's own options and the AReaL command, where the
+    user left it out: ``--model a=1 b=2`` takes KEY=VALUE items, so without the separator
+    it would take the command's first words too."""
+    verb = next((i for i, token in enumerate(argv) if not token.startswith("-")), None)
+    if verb is None or argv[verb] not in _COMMAND_VERBS or "--" in argv[verb + 1 :]:
+        return argv
+    verb_parser = _verb_parser(parser, argv[verb])
+    if verb_parser is None:
+        return argv
+    rest = argv[verb + 1 :]
+    start = _own_options_end(verb_parser, rest)
+    if start == len(rest):
+        return argv
+    return [*argv[: verb + 1], *rest[:start], "--", *rest[start:]]
+
+
+def _refuse_own_options(args: argparse.Namespace, command: list[str]) -> None:
+    """areal-conf's options written after the AReaL command would reach AReaL (whose
+    loader reads them as overrides and fails): say where they go instead."""
+    from areal_conf.areal_argv import command_error
+
+    options: dict[str, argparse.Action] = args.own_options
+    for i, token in enumerate(command):
+        name, inline, _ = token.partition("=")
+        action = options.get(name) if i > 0 and name not in _AREAL_OPTIONS else None
+        if action is None:
+            continue
+        end = i + 1 + (0 if inline else _option_values(action, command[i + 1 :]))
+        moved, kept = command[i:end], command[:i] + command[end:]
+        verb = f"python -m areal_conf {args.verb}"
+        raise command_error(
+            tuple(command),
+            i,
+            f"{name} is areal-conf's option, and here it is part of the AReaL command, "
+            "which would pass it to AReaL",
+            f"put it before the AReaL command: {verb} {shlex.join(moved)} -- {shlex.join(kept)}",
+        )
+
+
+# Options of AReaL's own command line that areal-conf's verbs also have.
+_AREAL_OPTIONS = frozenset({"--config", "-h", "--help"})
