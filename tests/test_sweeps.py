@@ -24,6 +24,7 @@ from hydra.test_utils.test_utils import TSweepRunner
 from omegaconf import DictConfig, OmegaConf
 
 from areal_conf.all_layouts import layouts
+from areal_conf.app import EXIT_INVALID
 from areal_conf.areal_versions import choose_rules
 from areal_conf.cli import main
 from areal_conf.errors import AllocationError
@@ -1027,7 +1028,7 @@ def test_train_runs_only_the_two_fastest_megatron_layouts(
 @pytest.mark.e2e
 def test_train_top_k_without_rank_is_one_message(train: Train, sweep_dir: Path) -> None:
     out = train("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.top_k=2")
-    assert out.returncode != 0
+    assert out.returncode == EXIT_INVALID  # areal-conf's own error: exit 2, as for a config
     assert out.stderr.count("hydra.sweeper.top_k=2 keeps the fastest layouts") == 1
     assert "hint: add hydra.sweeper.rank=step_time" in out.stderr
     assert "Traceback" not in out.stderr
@@ -1042,7 +1043,30 @@ def test_train_sweep_error_is_one_message(train: Train, sweep_dir: Path) -> None
         "hydra.sweeper.engine=rollout",
         "hydra.sweeper.backend=fsdp",
     )
-    assert out.returncode != 0
+    assert out.returncode == EXIT_INVALID
     assert "rollout needs an inference backend, got fsdp" in out.stderr
     assert "Traceback" not in out.stderr
     assert plans(sweep_dir) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("options", "part"),
+    [
+        (["hydra.sweeper.engine=nope"], "hydra.sweeper.engine: unknown engine nope"),
+        (["hydra.sweeper.rank=step_time", "hydra.sweeper.top_k=-1"], "hydra.sweeper.top_k:"),
+        # no model shape to predict a step time with
+        (["hydra.sweeper.rank=step_time"], "cannot predict actor's step time"),
+        (
+            ["hydra.sweeper.engine=actor", "actor.backend=fsdp:d8,fsdp:d4t2"],
+            "areal_layouts sweeps actor.backend itself",
+        ),
+    ],
+)
+def test_sweeper_errors_exit_2(
+    train: Train, sweep_dir: Path, options: list[str], part: str
+) -> None:
+    out = train("-m", "hydra/sweeper=areal_layouts", *options)
+    assert out.returncode == EXIT_INVALID, out.stderr
+    assert part in out.stderr
+    assert "Traceback" not in out.stderr

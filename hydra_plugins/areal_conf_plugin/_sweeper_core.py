@@ -102,11 +102,11 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
     try:
         engine = check_engine(sweeper.engine, sweeper.config)
     except AllocationError as err:
-        raise _compact(err.with_context("hydra.sweeper.engine")) from None
+        raise _compact(err.with_context("hydra.sweeper.engine")) from err
     try:
         check_ranking(sweeper.rank, sweeper.top_k)
     except AllocationError as err:
-        raise _compact(err) from None
+        raise _compact(err) from err
     key = f"{engine}.backend"
 
     fixed = _engine_backend_overrides(parsed, key)
@@ -129,7 +129,7 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
             )
         except AllocationError as err:
             where = f" with overrides {' '.join(combination)}" if combination else ""
-            raise _compact(err, NAME + where) from None
+            raise _compact(err, NAME + where) from err
         others = [item for item in combination if item not in fixed]
         jobs.extend([*others, f"{found.key}={hydra_value(layout)}"] for layout in found.layouts)
         summaries.append(_summary(found, others))
@@ -147,12 +147,13 @@ def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
         if override.key_or_group != key or override.package is not None:
             continue
         if override.is_sweep_override():
-            raise ConfigCompositionException(
-                f"{NAME} sweeps {key} itself, so it cannot also be swept by "
-                f"'{override.input_line}'\n"
-                f"hint: remove that override (hydra.sweeper.backend chooses the backend), "
-                "or sweep another engine with hydra.sweeper.engine"
+            reason = (
+                f"{NAME} sweeps {key} itself, so it cannot also be swept by '{override.input_line}'"
             )
+            raise ConfigCompositionException(
+                f"{reason}\nhint: remove that override (hydra.sweeper.backend chooses the "
+                "backend), or sweep another engine with hydra.sweeper.engine"
+            ) from AllocationError(reason)
         fixed.add(f"{override.get_key_element()}={override.get_value_element_as_str()}")
     return fixed
 
@@ -172,6 +173,7 @@ def _summary(found: EngineSweep, others: list[str]) -> str:
 
 
 def _compact(err: AllocationError, context: str | None = None) -> Any:
-    """A ConfigCompositionException (printed by Hydra without a traceback)."""
+    """A ConfigCompositionException (printed by Hydra without a traceback); raise it from
+    ``err``, so that the exit status is an invalid config's (2)."""
     message = str(err) if context is None else f"{context}:\n{err}"
     return ConfigCompositionException(message)
