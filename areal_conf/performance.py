@@ -94,6 +94,13 @@ larger micro-batch pays less often.
 The optimizer step (Adam on the local shard) reads and writes about 34 bytes a parameter
 at the HBM bandwidth.
 
+**Forward only** (``forward_only``: a values or log-probability pass, such as the PPO
+critic's ``compute_values`` or a ref's ``compute_logp``): the same micro-batches run the
+forward kernels only, each collective once (tensor, context and expert parallelism
+forward, FSDP's weight gathers for the forward, pipeline sends of activations), the
+output layer once; no backward, recomputation, gradient traffic, gradient accumulation or
+optimizer step.
+
 **Not modelled**: load imbalance between experts or between packed sequences, stragglers
 and network congestion from other jobs, CPU overheads (data loading, Python), kernel
 fusion beyond the above, FP8, LoRA (priced as training every weight), the rollout
@@ -349,6 +356,7 @@ def step_time(
     regather_for_recompute: bool = False,
     distributed_optimizer: bool = True,
     gradient_accumulation_fusion: bool = False,
+    forward_only: bool = False,
 ) -> StepTime:
     """Predicted time of one training step of a layout (see the module docstring).
 
@@ -367,6 +375,8 @@ def step_time(
     ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off),
     ``grad_reduce_dtype`` (AReaL's float32) and ``gradient_accumulation_fusion`` (off, as
     AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``).
+    ``forward_only``: the time of a forward pass over the same tokens instead (no
+    backward, no optimizer step; ``recompute`` does not apply).
 
     Raises AllocationError for an inference backend, an unknown GPU, tokens that are
     not positive integers, or a ``tokens_per_step`` smaller than one micro-batch for
@@ -427,6 +437,7 @@ def step_time(
         regather_for_recompute,
         distributed_optimizer,
         gradient_accumulation_fusion,
+        forward_only,
     )
 
 
@@ -449,8 +460,11 @@ def _step(
     regather: bool,
     distributed_optimizer: bool,
     grad_accumulation_fusion: bool,
+    forward_only: bool = False,
 ) -> StepTime:
     price = _Pricer(gpu)
+    if forward_only:
+        recompute = "none"  # nothing to recompute without a backward
     par = alloc.parallel
     dp, tp, pp, cp = par.dp_size, par.tp_size, par.pp_size, par.cp_size
     ep, etp = par.ep_size, par.etp_size
@@ -513,7 +527,7 @@ def _step(
         kernels = 20
     elementwise_s = elementwise / price.hbm + kernels * KERNEL_LAUNCH_S
     forward = attn_proj + mlp + attention + elementwise_s
-    backward = 2 * (attn_proj + mlp) + 2.5 * attention + 2 * elementwise_s
+    backward = 0.0 if forward_only else 2 * (attn_proj + mlp) + 2.5 * attention + 2 * elementwise_s
     if recompute == "full":
         backward += forward
     elif recompute == "selective":
@@ -527,7 +541,8 @@ def _step(
         # Across nodes these run as rings at the port's speed: a group that fills its
         # nodes leaves no idle port, and each layer's collectives wait on each other.
         block = 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
-        passes = 2 + (1 if recompute == "full" else 0)  # forward, backward, recomputed
+        # forward, backward, recomputed forward
+        passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
         tp_layer = 2 * passes * block
         if tp_overlap:  # chunked against the GEMMs it feeds; the first chunk is exposed
             tp_layer = max(0.0, tp_layer - (attn_proj + mlp) * passes) + tp_layer / 4
@@ -537,14 +552,16 @@ def _step(
     if cp > 1:
         kv_bytes = 2 * tokens * kv_out / tp * 2
         exchange = price.ring(cp, cp_per_node, kv_bytes * cp, busy_per_node, g)
-        passes = 3 + (1 if recompute == "full" else 0)  # K/V forward and backward, dK/dV
-        cp_layer = max(0.0, passes * exchange - 3.5 * attention)
+        # K/V forward and backward, dK/dV; beside the attention (forward 1, backward 2.5)
+        passes = 1 if forward_only else 3 + (1 if recompute == "full" else 0)
+        beside = attention if forward_only else 3.5 * attention
+        cp_layer = max(0.0, passes * exchange - beside)
     # -- expert parallel: dispatch and combine all-to-alls over ep, forward and backward;
     # with etp > 1 the tokens an expert shard gets are all-gathered over its etp group
     # (and the results reduce-scattered) -----------------------------------------------
     ep_layer = 0.0
     if s.experts and (ep > 1 or etp > 1):
-        passes = 2 + (1 if recompute == "full" else 0)
+        passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
         # Megatron's expert grid puts etp fastest, then ep.
         etp_per_node = min(etp, g)
         ep_per_node = min(ep, max(1, g // etp_per_node))
@@ -560,7 +577,12 @@ def _step(
 
     layers_per_stage = s.layers / pp
     # The last stage also runs the output layer and the loss (the slowest stage).
-    logits = 3 * gemm(tokens, h, s.vocab / tp) + 3 * (tokens * s.vocab / tp * 4 * 3) / price.hbm
+    # (forward once, backward twice)
+    logit_passes = 1 if forward_only else 3
+    logits = (
+        logit_passes * gemm(tokens, h, s.vocab / tp)
+        + logit_passes * (tokens * s.vocab / tp * 4 * 3) / price.hbm
+    )
     stage_compute = layers_per_stage * layer_compute + logits
     stage_tp = layers_per_stage * tp_layer
     stage_cp = layers_per_stage * cp_layer
@@ -577,7 +599,7 @@ def _step(
             hop = chunk / price.intra + NVLINK_STEP_S
         else:
             hop = chunk / price.port(min(g, stage_gpus), g) + NETWORK_STEP_S
-        pp_slot = virtual * 2 * hop
+        pp_slot = virtual * (1 if forward_only else 2) * hop  # activation on, gradient back
 
     # -- data parallel --------------------------------------------------------------------
     dense_params = (
@@ -602,7 +624,9 @@ def _step(
         scatter = price.ring(dp_group, dp_per_node, layer_params * grad_bytes, busy_per_node, g)
         fwd = forward + tp_layer / 3
         bwd = layer_compute - forward + tp_layer * 2 / 3
-        if recompute == "full" and regather:
+        if forward_only:
+            phases = [(forward + tp_layer, gather)]
+        elif recompute == "full" and regather:
             bwd -= forward
             phases = [(fwd, gather), (forward, gather), (bwd, gather + scatter)]
         else:
@@ -610,7 +634,7 @@ def _step(
         exposed = sum(max(0.0, comm - busy) for busy, comm in phases)
         hidden = sum(min(comm, busy) for busy, comm in phases)
         dp_comm = m * (layers_per_stage * (exposed + hidden * comm_slowdown) + gather)
-    elif dp_group > 1 or edp > 1:
+    elif (dp_group > 1 or edp > 1) and not forward_only:  # no gradients to reduce
         if distributed_optimizer:  # reduce-scatter gradients, all-gather new weights
             grads = price.ring(dp_group, dp_per_node, dense_params * grad_bytes, busy_per_node, g)
             grads += price.ring(edp, edp_per_node, expert_params * grad_bytes, busy_per_node, g)
@@ -630,17 +654,23 @@ def _step(
             hidden = min(params, layers_per_stage * (forward + tp_layer / 3))
             dp_comm -= hidden * (1 - comm_slowdown)
 
-    if not zero3 and not grad_accumulation_fusion:  # a separate add each micro-batch
+    # Without fusion, a separate add each micro-batch (no gradients: no add).
+    if not zero3 and not grad_accumulation_fusion and not forward_only:
         stage_compute += (dense_params + expert_params) * (2 + 2 * grad_bytes) / price.hbm
     # -- the step -------------------------------------------------------------------------
     slot = stage_compute + stage_tp + stage_cp + stage_ep + pp_slot
     bubble = (pp - 1) / virtual * slot
     sharded = zero3 or distributed_optimizer
     shard = dense_params / (dp_group if sharded else 1) + expert_params / (edp if sharded else 1)
-    optimizer = shard * OPTIMIZER_BYTES_PER_PARAM / price.hbm + 50 * KERNEL_LAUNCH_S
+    optimizer = (
+        0.0
+        if forward_only
+        else shard * OPTIMIZER_BYTES_PER_PARAM / price.hbm + 50 * KERNEL_LAUNCH_S
+    )
     compute = m * stage_compute
     total = compute + m * (stage_tp + stage_cp + stage_ep + pp_slot) + bubble + dp_comm + optimizer
-    model_flops = tokens_per_step * _model_flops(s, context)
+    # A forward pass is a third of the 6 FLOPs a weight of forward plus backward.
+    model_flops = tokens_per_step * _model_flops(s, context) / (3 if forward_only else 1)
     mfu = model_flops / (total * world * gpu.peak_tflops * 1e12)
     return StepTime(
         total=total,

@@ -205,6 +205,31 @@ def test_more_recomputation_costs_more_time() -> None:
     assert times[2] / times[0] == pytest.approx(4 / 3, rel=0.1)  # one more forward
 
 
+@pytest.mark.parametrize(
+    "spec", ["megatron:d2t4", "megatron:d2p2t2", "megatron:d4c2", "fsdp:d8", "archon:d4t2"]
+)
+def test_a_forward_pass_is_a_third_of_the_training_compute(spec: str) -> None:
+    """forward_only (a critic's values pass, a ref's log-probabilities): the forward's
+    kernels (a third of the forward and backward GEMM FLOPs, less of the attention, whose
+    backward costs 2.5 forwards), no optimizer, no gradient traffic; recomputation does not
+    apply."""
+    train = step_time(spec, QWEN_14B, **KNOBS)
+    forward = step_time(spec, QWEN_14B, forward_only=True, **KNOBS)
+    assert train.compute / 3.5 < forward.compute < train.compute / 3
+    assert forward.optimizer == 0 and train.optimizer > 0
+    assert forward.microbatches == train.microbatches
+    assert forward.model_flops == pytest.approx(train.model_flops / 3)
+    assert forward.total < train.total / 2
+    for term in ("tp_comm", "cp_comm", "pp_comm", "pp_bubble"):
+        assert getattr(forward, term) <= getattr(train, term)
+    if spec.startswith("megatron"):
+        assert forward.dp_comm == 0 < train.dp_comm  # no gradients to reduce
+    else:  # ZeRO-3 gathers the weights for the forward only
+        assert 0 < forward.dp_comm < train.dp_comm
+    full = step_time(spec, QWEN_14B, forward_only=True, recompute="full", **KNOBS)
+    assert full == forward
+
+
 def test_tensor_parallelism_across_nodes_costs_more_than_within() -> None:
     inside = step_time("megatron:t8", QWEN_14B, **KNOBS)
     across = step_time("megatron:t8", QWEN_14B, n_gpus_per_node=4, **KNOBS)
