@@ -10,7 +10,6 @@ rollout and for the actor at which generation keeps up with training.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +29,7 @@ from areal_conf.performance import (
     positive_int,
 )
 from areal_conf.speed import TrainingStep
+from areal_conf.workload import StepWorkload, rl_workload
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,9 @@ def rank_layouts(
         tokens_per_batch=tokens_per_step,
         optimizer_steps=1,
         tokens_per_microbatch=tokens_per_microbatch,
-        mean_response_tokens=0,
         knobs=knobs,
         recompute_granularity=None if recompute == "none" else recompute,
     )
-    memory_knobs = {"recompute": "full" if recompute == "full" else "none"}
     return rank_training(
         step,
         backend,
@@ -95,10 +93,15 @@ def rank_layouts(
         n_gpus_per_node=n_gpus_per_node,
         max_tp=max_tp,
         gpu_memory_gb=gpu_memory_gb,
-        memory_knobs=memory_knobs,
+        memory_knobs=_recompute_memory(recompute),
         fits_only=fits_only,
         top=top,
     )
+
+
+def _recompute_memory(recompute: Recompute) -> dict[str, Any]:
+    """The memory estimate's ``recompute`` knob for ``recompute`` (full or none)."""
+    return {"recompute": "full" if recompute == "full" else "none"}
 
 
 def rank_training(
@@ -191,15 +194,15 @@ def rl_split(
 ) -> RLSplit:
     """How many of ``total_gpus`` GPUs the rollout and the actor should get.
 
-    One RL step generates ``batch_size × n_samples`` responses of
-    ``mean_response_tokens`` each (default: half of ``max_new_tokens``), after prompts of
-    ``prompt_tokens``, and trains the actor on them in ``ppo_n_minibatches`` optimizer
-    steps. For every split in whole nodes (single GPUs on one node) the rollout gets its
-    fastest layout by decode throughput, the actor its fastest layout that fits by step
-    time; the step takes the longer of generation and training when they overlap
-    (AReaL's asynchronous training, ``asynchronous``), their sum otherwise. The best split
-    is the shortest step. Only the actor trains here: ref, critic and teacher forward
-    passes are not counted.
+    One RL step (:func:`areal_conf.workload.rl_workload`) generates ``batch_size ×
+    n_samples`` responses of ``mean_response_tokens`` each (default: half of
+    ``max_new_tokens``), after prompts of ``prompt_tokens``, and trains the actor on them
+    in ``ppo_n_minibatches`` optimizer steps. For every split in whole nodes (single GPUs
+    on one node) the rollout gets its fastest layout by decode throughput, the actor its
+    fastest layout that fits by step time; the step takes the longer of generation and
+    training when they overlap (AReaL's asynchronous training, ``asynchronous``), their
+    sum otherwise. The best split is the shortest step. Only the actor trains here: ref,
+    critic and teacher forward passes are not counted.
     """
     gpu_ = hardware(gpu)
     positive_int("total_gpus", total_gpus, "e.g. 64")
@@ -207,8 +210,8 @@ def rl_split(
     positive_int("n_samples", n_samples, "e.g. gconfig.n_samples, 8")
     positive_int("max_new_tokens", max_new_tokens, "e.g. gconfig.max_new_tokens, 8192")
     positive_int("ppo_n_minibatches", ppo_n_minibatches, "e.g. 4")
-    response = mean_response_tokens if mean_response_tokens is not None else max_new_tokens // 2
-    positive_int("mean_response_tokens", response, "e.g. half of max_new_tokens")
+    if mean_response_tokens is not None:
+        positive_int("mean_response_tokens", mean_response_tokens, "e.g. half of max_new_tokens")
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
     if total_gpus < 2 or total_gpus % step:
         raise AllocationError(
@@ -220,13 +223,16 @@ def rl_split(
         )
     shape = model_shape_of(model)
     mapping = as_model_mapping(shape)
-    sequences = batch_size * n_samples
-    generated = sequences * response
-    trained = sequences * (prompt_tokens + response)
-    per_update = math.ceil(trained / ppo_n_minibatches)
-    concurrent = max_concurrent_rollouts or sequences
-    context = prompt_tokens + response // 2 or 1
-    microbatch = tokens_per_microbatch or (prompt_tokens + max_new_tokens)
+    work = rl_workload(
+        batch_size=batch_size,
+        n_samples=n_samples,
+        max_new_tokens=max_new_tokens,
+        prompt_tokens=prompt_tokens,
+        mean_response_tokens=mean_response_tokens,
+    )
+    concurrent = max_concurrent_rollouts or work.sequences
+    microbatch = work.microbatch(tokens_per_microbatch)
+    actor_step = _rl_step(work, ppo_n_minibatches, microbatch, recompute)
     options: list[SplitOption] = []
     for rollout_gpus in range(step, total_gpus, step):
         actor_gpus = total_gpus - rollout_gpus
@@ -236,27 +242,20 @@ def rl_split(
             shape,
             gpu=gpu_,
             concurrent=concurrent,
-            context_tokens=context,
+            context_tokens=work.decode_context,
             n_gpus_per_node=n_gpus_per_node,
             top=1,
         )
         if not fastest:
             continue
         decode = fastest[0]
-        trains = _fastest_actor(
-            actor_backend,
-            actor_gpus,
-            mapping,
-            gpu_,
-            per_update,
-            microbatch,
-            n_gpus_per_node,
-            recompute,
+        trains = _fastest(
+            actor_step, actor_backend, actor_gpus, mapping, gpu_, n_gpus_per_node, recompute
         )
         if trains is None:
             continue
-        generate_s = generated / decode[1].tokens_per_s
-        train_s = ppo_n_minibatches * trains.step.total
+        generate_s = work.generated_tokens / decode[1].tokens_per_s
+        train_s = trains.seconds
         options.append(
             SplitOption(
                 rollout_gpus,
@@ -281,8 +280,8 @@ def rl_split(
         )
     best = min(options, key=lambda o: o.step_s)
     assumptions = {
-        "mean_response_tokens": response,
-        "prompt_tokens": prompt_tokens,
+        "mean_response_tokens": work.mean_response_tokens,
+        "prompt_tokens": work.prompt_tokens,
         "tokens_per_microbatch": microbatch,
         "concurrent_rollouts": concurrent,
         "asynchronous": asynchronous,
@@ -291,6 +290,19 @@ def rl_split(
         "or weight updates",
     }
     return RLSplit(best, tuple(options), assumptions)
+
+
+def _rl_step(
+    work: StepWorkload, ppo_n_minibatches: int, microbatch: int, recompute: Recompute
+) -> TrainingStep:
+    """The training step of an RL engine (actor or critic) on ``work``."""
+    return TrainingStep(
+        tokens_per_batch=work.tokens,
+        optimizer_steps=work.optimizer_steps(ppo_n_minibatches),
+        tokens_per_microbatch=microbatch,
+        workload=work,
+        recompute_granularity=None if recompute == "none" else recompute,
+    )
 
 
 def rank_decode(
@@ -328,29 +340,28 @@ def rank_decode(
     return found if top is None else found[:top]
 
 
-def _fastest_actor(
+def _fastest(
+    step: TrainingStep,
     backend: str,
     gpus: int,
     mapping: Mapping[str, Any],
     gpu: Hardware,
-    tokens_per_step: int,
-    tokens_per_microbatch: int,
     n_gpus_per_node: int,
     recompute: Recompute,
 ) -> RankedLayout | None:
-    for ranked in rank_layouts(
+    """The fastest ``backend`` layout on ``gpus`` GPUs that fits (None: none fits)."""
+    ranked = rank_training(
+        step,
         backend,
         gpus,
         mapping,
         gpu=gpu,
-        tokens_per_step=tokens_per_step,
-        tokens_per_microbatch=tokens_per_microbatch,
         n_gpus_per_node=n_gpus_per_node,
-        recompute=recompute,
+        memory_knobs=_recompute_memory(recompute),
         fits_only=True,
-    ):
-        return ranked
-    return None
+        top=1,
+    )
+    return ranked[0] if ranked else None
 
 
 def as_model_mapping(shape: ModelShape) -> dict[str, Any]:

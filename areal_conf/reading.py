@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from areal_conf.areal_versions import AReaLVersion, EngineRow
 from areal_conf.errors import AllocationError
@@ -482,6 +482,7 @@ class Workload:
     prompt_len: int = 0
     max_new_tokens: int = 16384
     n_samples: int = 1  # gconfig.n_samples: responses generated per prompt
+    max_length: int | None = None  # train_dataset.max_length as written (None: absent)
 
 
 @dataclass(frozen=True)
@@ -497,6 +498,7 @@ class RunConfig:
     workload: Workload
     model: Mapping[str, Any]  # the `model` section of areal-conf's configs ({} when none)
     own_config: bool  # areal-conf's own config (it has the `model` section of its schema)
+    trainer: Trainer  # the AReaL trainer the config is for (:func:`read_trainer`)
     #: The keys of the config that were read and found (``actor.offload``), so that a fix
     #: can be written as an override Hydra takes: ``key=value`` or ``++key=value``.
     present_keys: frozenset[str] = frozenset()
@@ -565,6 +567,7 @@ def _read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
     nested = rules.teacher_layout == "nested"
     teacher = _read_teacher(cfg) if nested or _given(_node(cfg, "teacher")) else None
     engines = dict(_engine_sections(cfg, rules, teacher))
+    workload = _read_workload(cfg)
     model_node = read_value(cfg, "model", "model")
     model = (
         {str(k): read_value(model_node, str(k), f"model.{k}") for k in model_node}
@@ -578,9 +581,10 @@ def _read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
         cluster=cluster,
         scheduler_type=scheduler_type,
         scheduler_given=is_mapping(scheduler) and _has(scheduler, "type"),
-        workload=_read_workload(cfg),
+        workload=workload,
         model=model,
         own_config="model" in config_keys(cfg),
+        trainer=read_trainer(cfg, engines, teacher),
     )
 
 
@@ -940,7 +944,51 @@ def _read_workload(cfg: Any) -> Workload:
         prompt_len=max_length or 0,
         max_new_tokens=16384 if new_tokens is None else new_tokens,
         n_samples=samples or 1,
+        max_length=max_length,
     )
+
+
+# ------------------------------------------------------------------------- the trainer
+
+#: The AReaL trainer a config is for: RL (``PPOConfig``, ``GRPOConfig`` and the drivers'
+#: subclasses of them; ``PPOTrainer``), SFT (``SFTConfig``), a reward model (``RWConfig``)
+#: or DPO (``DPOConfig``).
+Trainer = Literal["rl", "sft", "rw", "dpo"]
+#: Top-level keys that only AReaL's RL config (``PPOConfig``) has.
+RL_KEYS: Final = ("gconfig", "eval_gconfig", "dynamic_bs")
+#: Engine sections that only ``PPOConfig`` has.
+RL_ENGINES: Final = ("rollout", "critic", "teacher")
+
+
+def read_trainer(
+    cfg: Any, engines: Mapping[str, EngineSection], teacher: Teacher | None
+) -> Trainer:
+    """Which AReaL trainer ``cfg`` is for, from the keys that only its config class has
+    (AReaL 2.0, ``areal/api/cli_args.py``; OmegaConf's strict merge of the driver's class
+    refuses any other key, so a config AReaL loads has no key of another trainer's):
+
+    - RL: ``gconfig``, ``eval_gconfig``, ``dynamic_bs`` or a ``rollout``, ``critic`` or
+      ``teacher`` engine (``PPOConfig``, cli_args.py:3396-3464);
+    - DPO: otherwise a ``ref`` engine (``DPOConfig``: ``actor`` and ``ref``, 3325-3339);
+    - RW: otherwise ``actor.is_critic: true``, which ``RWConfig`` requires (3281-3293);
+    - SFT: otherwise (``SFTConfig``: ``actor`` only, 3274-3278).
+
+    Engine sections count when they are engines (present, not null, not left unset by
+    ``areal_schema``), so areal-conf's own configs read the same.
+    """
+    keys = config_keys(cfg)
+    if (
+        any(key in keys for key in RL_KEYS)
+        or teacher is not None
+        or any(name in engines for name in RL_ENGINES)
+    ):
+        return "rl"
+    if "ref" in engines:
+        return "dpo"
+    actor = engines.get("actor")
+    if actor is not None and actor.is_critic:
+        return "rw"
+    return "sft"
 
 
 def engine_names(cfg: Any, rules: AReaLVersion) -> list[str]:

@@ -1,15 +1,13 @@
 """The predicted time of a config's training step, engine by engine: what the plan's
 ``s/step`` column, the layouts sweeper's ``rank=step_time`` and ``suggest`` read.
 
-One training step of AReaL trains an engine on one batch: ``train_dataset.batch_size``
-prompts × ``gconfig.n_samples`` responses, each of the prompt length
-(``train_dataset.max_length``) plus a mean response length (by default half of
-``gconfig.max_new_tokens``; ``AREAL_CONF_MEAN_RESPONSE_TOKENS`` or
-``--mean-response-tokens`` to say otherwise), in ``ppo_n_minibatches`` optimizer steps.
-Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one full sequence).
-Recomputation follows ``gradient_checkpointing`` (Megatron: ``recompute_granularity``).
-Only engines with an optimizer (actor, critic) get a time: forward-only engines are not
-modelled.
+One training step of AReaL trains an engine on one batch, whose sequences, lengths and
+optimizer steps depend on the trainer (RL, SFT, RW, DPO): :mod:`areal_conf.workload`.
+Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
+sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
+``recompute_granularity``). Only engines with an optimizer (actor, critic) get a time;
+:meth:`TrainingStep.forward_seconds` prices a forward pass over the same batch (the PPO
+critic's values pass).
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from areal_conf.hardware import Hardware, hardware
 from areal_conf.model_shape import ModelShape
 from areal_conf.performance import StepTime, step_time
 from areal_conf.reading import EngineSection, RunConfig
+from areal_conf.workload import NoWorkload, StepWorkload, step_workload
 
 #: The GPU the step time assumes when none is named (``--gpu``, ``AREAL_CONF_GPU``).
 DEFAULT_GPU: Final = "h100"
@@ -35,7 +34,8 @@ class TrainingStep:
     tokens_per_batch: int
     optimizer_steps: int
     tokens_per_microbatch: int
-    mean_response_tokens: int
+    #: What the batch is (None: tokens given directly, as ``layouts --rank`` gives them).
+    workload: StepWorkload | None = None
     knobs: Mapping[str, Any] = field(default_factory=dict)
     #: gradient_checkpointing's granularity (None: off); only Megatron recomputes
     #: selectively, every other backend recomputes whole layers.
@@ -58,19 +58,23 @@ class TrainingStep:
         shape: ModelShape | Mapping[str, Any],
         gpu: str | Hardware,
         n_gpus_per_node: int = 8,
+        *,
+        forward_only: bool = False,
     ) -> StepTime:
-        """One optimizer step of ``allocation`` (a rank's micro-batch at most its share)."""
+        """One optimizer step of ``allocation`` (a rank's micro-batch at most its share);
+        with ``forward_only``, a forward pass over the whole batch instead."""
         alloc = ModelAllocation.from_str(allocation) if isinstance(allocation, str) else allocation
-        per_step = self.tokens_per_optimizer_step
-        share = per_step // alloc.parallel.dp_size
+        tokens = self.tokens_per_batch if forward_only else self.tokens_per_optimizer_step
+        share = tokens // alloc.parallel.dp_size
         return step_time(
             alloc,
             shape,
             gpu=gpu,
             n_gpus_per_node=n_gpus_per_node,
-            tokens_per_step=per_step,
+            tokens_per_step=tokens,
             tokens_per_microbatch=min(self.tokens_per_microbatch, max(1, share)),
             recompute=self.recompute(alloc.backend),  # type: ignore[arg-type]
+            forward_only=forward_only,
             **self.knobs,
         )
 
@@ -84,27 +88,38 @@ class TrainingStep:
         """Seconds of the whole training step: every optimizer step of the batch."""
         return self.optimizer_steps * self.predict(allocation, shape, gpu, n_gpus_per_node).total
 
+    def forward_seconds(
+        self,
+        allocation: ModelAllocation | str,
+        shape: ModelShape | Mapping[str, Any],
+        gpu: str | Hardware,
+        n_gpus_per_node: int = 8,
+    ) -> float:
+        """Seconds of one forward pass over the whole batch (a values or log-probability
+        pass: AReaL's ``compute_values``, ``compute_logp``), in the same micro-batches."""
+        return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
+
+    def batch_text(self) -> str:
+        """What the step trains on: the workload's assumptions, the tokens and the
+        optimizer steps."""
+        steps = f"{self.optimizer_steps} optimizer step{'s' if self.optimizer_steps != 1 else ''}"
+        tokens = f"{self.tokens_per_batch:,} tokens a step in {steps}"
+        return tokens if self.workload is None else f"{self.workload.describe()}; {tokens}"
+
     def describe(self, gpu: str) -> str:
-        return (
-            f"s/step: predicted on {gpu}, {self.tokens_per_batch:,} tokens a step (mean "
-            f"response {self.mean_response_tokens:,} tokens) in {self.optimizer_steps} "
-            f"optimizer step{'s' if self.optimizer_steps != 1 else ''}"
-        )
+        return f"s/step: predicted on {gpu}, {self.batch_text()}"
 
 
 def training_step(
     run: RunConfig, engine: EngineSection, mean_response_tokens: int | None = None
 ) -> TrainingStep | str:
     """The training step of ``engine`` in ``run``, or a sentence saying why there is none
-    (no batch size, an engine without an optimizer)."""
-    workload = run.workload
+    (no batch size, no sequence length, an engine without an optimizer)."""
     if not engine.trainable:
         return f"{engine.name} has no optimizer: it only runs forward passes"
-    if workload.batch_size is None:
-        return "no train_dataset.batch_size"
-    response = mean_response_tokens or max(1, workload.max_new_tokens // 2)
-    sequence = workload.prompt_len + response
-    tokens = workload.batch_size * workload.n_samples * sequence
+    work = step_workload(run, mean_response_tokens)
+    if isinstance(work, NoWorkload):
+        return work.reason
     knobs: dict[str, Any] = {
         "flash_attention": "flash" in engine.attn_impl,
         "distributed_optimizer": engine.distributed_optimizer,
@@ -114,12 +129,11 @@ def training_step(
         "gradient_accumulation_fusion": engine.bridge_type == "megatron-bridge"
         and not engine.use_lora,
     }
-    microbatch = engine.tokens_per_mb or workload.prompt_len + workload.max_new_tokens
     return TrainingStep(
-        tokens_per_batch=tokens,
-        optimizer_steps=max(1, engine.ppo_n_minibatches),
-        tokens_per_microbatch=max(1, microbatch),
-        mean_response_tokens=response,
+        tokens_per_batch=work.tokens,
+        optimizer_steps=work.optimizer_steps(engine.ppo_n_minibatches),
+        tokens_per_microbatch=work.microbatch(engine.tokens_per_mb),
+        workload=work,
         knobs=knobs,
         recompute_granularity=(
             engine.recompute_granularity if engine.gradient_checkpointing else None

@@ -27,6 +27,7 @@ from areal_conf.ranking import (
 from areal_conf.reading import RunConfig
 from areal_conf.report import columns, decode_rows, ranked_layout_rows, seconds_text
 from areal_conf.speed import TrainingStep, training_step
+from areal_conf.workload import NoWorkload, StepWorkload, decode_context, step_workload
 
 
 @dataclass(frozen=True)
@@ -102,17 +103,15 @@ def suggest(
         )
     rollout_engine = plan.engines.get("rollout")
     rollout: RolloutSuggestion | None = None
-    workload = run.workload
-    response = mean_response_tokens or max(1, workload.max_new_tokens // 2)
-    context = workload.prompt_len + response // 2 or 1
+    found = step_workload(run, mean_response_tokens)
+    work = found if isinstance(found, StepWorkload) and found.trainer == "rl" else None
     rollout_section = run.rollout
     concurrent = None
     if rollout_section is not None:
-        concurrent = rollout_section.max_concurrent_rollouts or (
-            workload.batch_size * workload.n_samples if workload.batch_size else None
-        )
+        concurrent = rollout_section.max_concurrent_rollouts or (work.sequences if work else None)
     if rollout_engine is not None and rollout_engine.allocation is not None and concurrent:
         alloc = rollout_engine.allocation
+        context = decode_context(run, mean_response_tokens)
         rollout = RolloutSuggestion(
             "rollout",
             str(alloc),
@@ -126,7 +125,7 @@ def suggest(
                     concurrent=concurrent,
                     context_tokens=context,
                     n_gpus_per_node=n,
-                    mem_fraction=workload.mem_fraction.get(alloc.backend),
+                    mem_fraction=run.workload.mem_fraction.get(alloc.backend),
                     top=top,
                 )
             ),
@@ -151,10 +150,10 @@ def _split(
     if actor.colocated_with or rollout.colocated_with:
         notes.append("split: the rollout and the actor share GPUs, so there is no split to choose")
         return None
-    workload = run.workload
     section = run.actor
-    if workload.batch_size is None or section is None:
-        notes.append("split: no train_dataset.batch_size")
+    work = step_workload(run, mean_response_tokens)
+    if section is None or not isinstance(work, StepWorkload):
+        notes.append(f"split: {work.reason if isinstance(work, NoWorkload) else 'no actor'}")
         return None
     rollout_section = run.rollout
     try:
@@ -162,10 +161,10 @@ def _split(
             shape,
             gpu=gpu,
             total_gpus=actor.gpus + rollout.gpus,
-            batch_size=workload.batch_size,
-            n_samples=workload.n_samples,
-            max_new_tokens=workload.max_new_tokens,
-            prompt_tokens=workload.prompt_len,
+            batch_size=work.batch_size,
+            n_samples=work.n_samples,
+            max_new_tokens=work.max_new_tokens,
+            prompt_tokens=work.prompt_tokens,
             mean_response_tokens=mean_response_tokens,
             n_gpus_per_node=max(1, plan.n_gpus_per_node),
             rollout_backend=rollout.allocation.backend,
@@ -191,9 +190,7 @@ def suggestion_text(s: Suggestion) -> str:
         lines += ["", f"{t.engine} ({t.current} on {t.gpus} GPUs{now}): fastest layouts"]
         lines += _indented(ranked_layout_rows(t.ranked, ""))
         lines.append(
-            f"  {t.step.tokens_per_batch:,} tokens a step (mean response "
-            f"{t.step.mean_response_tokens:,} tokens) in {t.step.optimizer_steps} optimizer "
-            f"step{'s' if t.step.optimizer_steps != 1 else ''}, micro-batches of at most "
+            f"  {t.step.batch_text()}, micro-batches of at most "
             f"{t.step.tokens_per_microbatch:,} tokens"
         )
     if s.rollout is not None:

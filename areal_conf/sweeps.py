@@ -339,6 +339,7 @@ def _by_step_time(
     the settings' GPU and mean response length, ``cluster.n_gpus_per_node``."""
     from areal_conf.model_shape import model_shape
     from areal_conf.speed import gpu_for_speed, training_step
+    from areal_conf.workload import NoWorkload, step_workload
 
     if run.cluster.cpu_run:
         raise AllocationError(
@@ -376,8 +377,9 @@ def _by_step_time(
         )
     if isinstance(step, str):
         missing.append(step)
-        if run.workload.batch_size is None:
-            fixes.append("the batch with ++train_dataset.batch_size=<prompts a step>")
+        work = step_workload(run, settings.mean_response_tokens)
+        if isinstance(work, NoWorkload):
+            fixes.append(work.fix)
     if missing:
         raise AllocationError(
             f"{_RANKED_BY}: cannot predict {engine}'s step time: " + " and ".join(missing),
