@@ -149,6 +149,26 @@ def rank_training(
 
 
 @dataclass(frozen=True)
+class Critic:
+    """A PPO critic, as :func:`rl_split` counts it: each step it runs a values pass over
+    the batch (``compute_values``) and trains on it in ``ppo_n_minibatches`` optimizer
+    steps (AReaL's ``PPOCriticConfig``, default 4), in turn with the actor
+    (``areal/trainer/rl_trainer.py``: the critic's values at line 723, the actor's update
+    at 826, the critic's at 851; ``ppo/critic.py:61-66``).
+
+    ``layout`` None: the critic shares the actor's GPUs (colocated), so each split gives
+    it its fastest layout of ``backend`` that fits there; a layout: it has GPUs of its own
+    outside the split, and the same time in every split. ``tokens_per_microbatch`` None:
+    the actor's."""
+
+    backend: str = "fsdp"
+    ppo_n_minibatches: int = 4
+    tokens_per_microbatch: int | None = None
+    recompute: Recompute = "none"
+    layout: str | None = None
+
+
+@dataclass(frozen=True)
 class SplitOption:
     """One way to split the GPUs: the best layout of each engine and their times for one
     RL step (a batch generated, then trained on)."""
@@ -158,10 +178,12 @@ class SplitOption:
     rollout: str
     actor: str
     generate_s: float
-    train_s: float
+    train_s: float  # the actor's training, and the critic's values pass and training
     step_s: float  # the longer of the two (asynchronous) or their sum (synchronous)
     decode: DecodeThroughput = field(repr=False, compare=False)
     actor_step: StepTime = field(repr=False, compare=False)
+    critic: str | None = None  # the critic's layout (None: no critic counted)
+    critic_s: float = 0.0  # the critic's part of train_s
 
 
 @dataclass(frozen=True)
@@ -191,6 +213,7 @@ def rl_split(
     ppo_n_minibatches: int = 1,
     asynchronous: bool = True,
     max_concurrent_rollouts: int | None = None,
+    critic: Critic | None = None,
 ) -> RLSplit:
     """How many of ``total_gpus`` GPUs the rollout and the actor should get.
 
@@ -201,8 +224,9 @@ def rl_split(
     on one node) the rollout gets its fastest layout by decode throughput, the actor its
     fastest layout that fits by step time; the step takes the longer of generation and
     training when they overlap (AReaL's asynchronous training, ``asynchronous``), their
-    sum otherwise. The best split is the shortest step. Only the actor trains here: ref,
-    critic and teacher forward passes are not counted.
+    sum otherwise. The best split is the shortest step. A ``critic`` (:class:`Critic`) adds
+    its values pass and its training to the training side. Prefill, ref and teacher
+    forward passes and weight updates are not counted.
     """
     gpu_ = hardware(gpu)
     positive_int("total_gpus", total_gpus, "e.g. 64")
@@ -212,6 +236,8 @@ def rl_split(
     positive_int("ppo_n_minibatches", ppo_n_minibatches, "e.g. 4")
     if mean_response_tokens is not None:
         positive_int("mean_response_tokens", mean_response_tokens, "e.g. half of max_new_tokens")
+    if critic is not None:
+        positive_int("critic.ppo_n_minibatches", critic.ppo_n_minibatches, "e.g. 4")
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
     if total_gpus < 2 or total_gpus % step:
         raise AllocationError(
@@ -233,6 +259,16 @@ def rl_split(
     concurrent = max_concurrent_rollouts or work.sequences
     microbatch = work.microbatch(tokens_per_microbatch)
     actor_step = _rl_step(work, ppo_n_minibatches, microbatch, recompute)
+    critic_step = (
+        None
+        if critic is None
+        else _rl_step(
+            work,
+            critic.ppo_n_minibatches,
+            work.microbatch(critic.tokens_per_microbatch or tokens_per_microbatch),
+            critic.recompute,
+        )
+    )
     options: list[SplitOption] = []
     for rollout_gpus in range(step, total_gpus, step):
         actor_gpus = total_gpus - rollout_gpus
@@ -254,8 +290,16 @@ def rl_split(
         )
         if trains is None:
             continue
+        critic_layout, critic_s = None, 0.0
+        if critic is not None and critic_step is not None:
+            counted = _critic_time(
+                critic, critic_step, actor_gpus, shape, mapping, gpu_, n_gpus_per_node
+            )
+            if counted is None:
+                continue
+            critic_layout, critic_s = counted
         generate_s = work.generated_tokens / decode[1].tokens_per_s
-        train_s = trains.seconds
+        train_s = trains.seconds + critic_s
         options.append(
             SplitOption(
                 rollout_gpus,
@@ -267,18 +311,33 @@ def rl_split(
                 max(generate_s, train_s) if asynchronous else generate_s + train_s,
                 decode[1],
                 trains.step,
+                critic_layout,
+                critic_s,
             )
         )
     if not options:
+        trainers = f"an {actor_backend} layout"
+        if critic is not None and critic.layout is None:
+            trainers += f" and a {critic.backend} layout of the critic"
         raise AllocationError(
             f"no split of {total_gpus} GPUs has a {rollout_backend} layout whose KV cache "
-            f"holds a sequence and an {actor_backend} layout that fits {gpu_.name}",
+            f"holds a sequence and {trainers} fitting {gpu_.name}",
             None,
             None,
             hint="more GPUs, a GPU with more memory, shorter sequences, or "
             "recompute='full' (gradient_checkpointing)",
         )
     best = min(options, key=lambda o: o.step_s)
+    if critic is None:
+        counted_text = (
+            "rollout decoding and the actor's training; not prefill, ref, critic or weight updates"
+        )
+    else:
+        where = "on the actor's GPUs" if critic.layout is None else f"on {critic.layout}"
+        counted_text = (
+            "rollout decoding, the actor's training and the critic's values pass and "
+            f"training ({where}); not prefill, ref or weight updates"
+        )
     assumptions = {
         "mean_response_tokens": work.mean_response_tokens,
         "prompt_tokens": work.prompt_tokens,
@@ -286,8 +345,7 @@ def rl_split(
         "concurrent_rollouts": concurrent,
         "asynchronous": asynchronous,
         "gpu": gpu_.name,
-        "counted": "rollout decoding and the actor's training; not prefill, ref, critic "
-        "or weight updates",
+        "counted": counted_text,
     }
     return RLSplit(best, tuple(options), assumptions)
 
@@ -303,6 +361,30 @@ def _rl_step(
         workload=work,
         recompute_granularity=None if recompute == "none" else recompute,
     )
+
+
+def _critic_time(
+    critic: Critic,
+    step: TrainingStep,
+    actor_gpus: int,
+    shape: ModelShape,
+    mapping: Mapping[str, Any],
+    gpu: Hardware,
+    n_gpus_per_node: int,
+) -> tuple[str, float] | None:
+    """The critic's layout and seconds a step (values pass and training): on its own
+    layout, or the fastest that fits on the actor's ``actor_gpus`` (None: none fits)."""
+    if critic.layout is not None:
+        spec = critic.layout
+    else:
+        fastest = _fastest(
+            step, critic.backend, actor_gpus, mapping, gpu, n_gpus_per_node, critic.recompute
+        )
+        if fastest is None:
+            return None
+        spec = fastest.spec
+    train = step.seconds(spec, shape, gpu, n_gpus_per_node)
+    return spec, train + step.forward_seconds(spec, shape, gpu, n_gpus_per_node)
 
 
 def rank_decode(

@@ -17,6 +17,7 @@ from areal_conf.model_shape import ModelShape
 from areal_conf.performance import DecodeThroughput
 from areal_conf.plan import Plan
 from areal_conf.ranking import (
+    Critic,
     RankedLayout,
     RLSplit,
     as_model_mapping,
@@ -176,10 +177,30 @@ def _split(
             max_concurrent_rollouts=rollout_section.max_concurrent_rollouts
             if rollout_section
             else None,
+            critic=_critic(run, plan, notes),
         )
     except AllocationError as err:
         notes.append(f"split: {err.reason}")
         return None
+
+
+def _critic(run: RunConfig, plan: Plan, notes: list[str]) -> Critic | None:
+    """The critic the split counts: on the actor's GPUs (colocated) or on its own; None
+    when there is no critic that trains (or it shares the rollout's GPUs, which the split
+    moves: not counted, and said)."""
+    critic, section = plan.engines.get("critic"), run.engines.get("critic")
+    if critic is None or critic.allocation is None or section is None or not section.trainable:
+        return None
+    if critic.owner not in ("actor", critic.name):
+        notes.append(f"split: the critic runs on the {critic.owner}'s GPUs; not counted")
+        return None
+    return Critic(
+        backend=critic.allocation.backend,
+        ppo_n_minibatches=section.ppo_n_minibatches,
+        tokens_per_microbatch=section.tokens_per_mb,
+        recompute="full" if section.gradient_checkpointing else "none",
+        layout=None if critic.owner == "actor" else str(critic.allocation),
+    )
 
 
 def suggestion_text(s: Suggestion) -> str:
@@ -209,12 +230,14 @@ def suggestion_text(s: Suggestion) -> str:
             f"rollout/actor split of {sp.best.rollout_gpus + sp.best.actor_gpus} GPUs (a step "
             f"takes the {how} generating and training):",
         ]
+        critic = sp.best.critic is not None
         rows = [
             (
                 "rollout",
                 "actor",
                 "rollout layout",
                 "actor layout",
+                *(("critic layout",) if critic else ()),
                 "generate s",
                 "train s",
                 "step s",
@@ -228,6 +251,7 @@ def suggestion_text(s: Suggestion) -> str:
                     str(o.actor_gpus),
                     o.rollout,
                     o.actor,
+                    *((o.critic or "",) if critic else ()),
                     seconds_text(o.generate_s),
                     seconds_text(o.train_s),
                     seconds_text(o.step_s) + mark,

@@ -40,6 +40,7 @@ from areal_conf.areal_versions import choose_rules
 from areal_conf.hardware import hardware
 from areal_conf.model_shape import ModelShape
 from areal_conf.performance import model_shape_of
+from areal_conf.ranking import Critic, rl_split
 from areal_conf.reading import RunConfig, read_config
 from areal_conf.report import plan_table
 from areal_conf.settings import Settings
@@ -53,6 +54,7 @@ SFT = AREAL2 / "examples" / "math" / "gsm8k_sft.yaml"
 DPO = AREAL2 / "examples" / "alignment" / "hhrlhf_dpo.yaml"
 RL = AREAL2 / "examples" / "math" / "gsm8k_grpo_megatron.yaml"
 RW = FIXTURES / "workloads" / "hhrlhf_rw.yaml"
+PPO = FIXTURES / "workloads" / "gsm8k_ppo.yaml"  # a critic colocated with the actor
 DRIVER = ("python", str(ROOT / "tests" / "standin_driver.py"))
 
 
@@ -276,6 +278,94 @@ def test_suggest_on_sft_says_what_it_assumed() -> None:
     text = suggestion_text(found)
     assert "SFT: 128 sequences of 1,024 tokens" in text and "mean response" not in text
     assert found.rollout is None and found.split is None
+
+
+SPLIT: dict[str, Any] = {
+    "gpu": "h100",
+    "total_gpus": 8,
+    "batch_size": 128,
+    "n_samples": 8,
+    "max_new_tokens": 4096,
+    "prompt_tokens": 1024,
+    "tokens_per_microbatch": 16384,
+    "recompute": "full",
+}
+QWEN_7B = {"hf_config": str(FIXTURES / "hf" / "qwen2_5_7b")}
+
+
+def test_a_critic_on_the_actors_gpus_counts_in_the_split() -> None:
+    """PPO with a critic colocated with the actor: AReaL runs the critic's values pass
+    and its training in turn with the actor's training (rl_trainer.py: compute_values,
+    then actor.ppo_update, then critic.ppo_update), on the same GPUs."""
+    alone = rl_split(QWEN_7B, **SPLIT)
+    critic = Critic(backend="fsdp", ppo_n_minibatches=4, recompute="full")
+    both = rl_split(QWEN_7B, **SPLIT, critic=critic)
+    assert [o.actor_gpus for o in both.options] == [o.actor_gpus for o in alone.options]
+    shape = model_shape_of(QWEN_7B)
+    for a, b in zip(alone.options, both.options, strict=True):
+        assert b.critic is not None and b.critic.startswith("fsdp:")
+        assert b.critic_s > 0 and b.train_s == pytest.approx(a.train_s + b.critic_s)
+        assert b.generate_s == a.generate_s
+        # its values pass (a forward over the batch) and its training, on its layout
+        step = TrainingStep(
+            tokens_per_batch=128 * 8 * (1024 + 2048),
+            optimizer_steps=4,
+            tokens_per_microbatch=16384,
+            recompute_granularity="full",
+        )
+        expected = step.seconds(b.critic, shape, "h100") + step.forward_seconds(
+            b.critic, shape, "h100"
+        )
+        assert b.critic_s == pytest.approx(expected)
+        assert step.forward_seconds(b.critic, shape, "h100") < step.seconds(b.critic, shape, "h100")
+    # training takes longer, so the best split gives the training side more GPUs
+    assert both.best.actor_gpus > alone.best.actor_gpus
+    assert (
+        "the critic's values pass and training (on the actor's GPUs)"
+        in (both.assumptions["counted"])
+    )
+    assert "critic" in alone.assumptions["counted"].split("not ")[1]
+
+
+def test_a_critic_on_gpus_of_its_own_adds_the_same_time_to_every_split() -> None:
+    own = rl_split(QWEN_7B, **SPLIT, critic=Critic(layout="fsdp:d8", recompute="full"))
+    assert {o.critic for o in own.options} == {"fsdp:d8"}
+    assert len({round(o.critic_s, 9) for o in own.options}) == 1
+
+
+@pytest.mark.parametrize(
+    "overrides,counted",
+    [
+        ((), "actor"),  # AReaL's gsm8k_ppo.yaml: the critic colocated with the actor
+        (("critic.scheduling_strategy.type=separation", "cluster.n_gpus_per_node=12"), "own"),
+        (("critic=null",), None),
+    ],
+)
+def test_suggest_counts_the_critic_in_the_split(
+    overrides: tuple[str, ...], counted: str | None
+) -> None:
+    argv = ["--config", str(PPO), "scheduler.type=local", *overrides]
+    cfg = compose_as_areal(parse_config_command(argv, cwd=ROOT))
+    run = read_config(cfg, choose_rules("2.0").rules)
+    plan = validate(cfg, settings=Settings(areal_version="2.0"))
+    shape = model_shape_of({"hf_config": "Qwen/Qwen2.5-1.5B-Instruct"})
+    found = suggest(
+        run, plan, shape, gpu=hardware("h100"), gpu_said="h100", gpu_memory_gb=80.0, top=1
+    )
+    assert found.split is not None
+    text = suggestion_text(found)
+    options = found.split.options
+    if counted is None:
+        assert all(o.critic is None and o.critic_s == 0 for o in options)
+        assert "critic layout" not in text
+        return
+    assert all(o.critic is not None and o.critic_s > 0 for o in options)
+    assert "critic layout" in text and "critic's values pass and training" in text
+    if counted == "actor":  # moves with the actor's GPUs
+        assert all(o.critic == o.actor for o in options)  # same backend, same model
+        assert "(on the actor's GPUs)" in text
+    else:  # its own 4 GPUs, whatever the split
+        assert {o.critic for o in options} == {"fsdp:d4"} and "(on fsdp:d4)" in text
 
 
 # -- AReaL's own loader: every key read exists in that trainer's config class ------------
