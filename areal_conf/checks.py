@@ -374,7 +374,7 @@ def check_engine_memory(ctx: Context) -> None:
 def predict_step_times(ctx: Context) -> None:
     """Each training engine's predicted seconds a training step, when the model's shape
     and the batch are known (:mod:`areal_conf.speed`). Never rejects a config."""
-    from areal_conf.speed import gpu_for_speed, training_step
+    from areal_conf.speed import TrainingStep, describe_steps, gpu_for_speed, training_step
 
     if ctx.run.cluster.cpu_run:
         return
@@ -382,6 +382,7 @@ def predict_step_times(ctx: Context) -> None:
     if not isinstance(shape, ModelShape):
         return
     gpu, said = gpu_for_speed(ctx.settings.gpu)
+    timed: dict[str, TrainingStep] = {}
     for e in ctx.built():
         section = ctx.run.engines.get(e.name)
         if e.allocation is None or e.allocation.is_inference or section is None:
@@ -395,7 +396,9 @@ def predict_step_times(ctx: Context) -> None:
             ctx.step_seconds[e.name] = step.seconds(e.allocation, shape, gpu, max(1, ctx.n))
         except AllocationError:  # e.g. more data-parallel ranks than tokens: no time
             continue
-        ctx.speed_note = step.describe(said)
+        timed[e.name] = step
+    if timed:
+        ctx.speed_note = describe_steps(timed, said)
 
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:

@@ -99,15 +99,31 @@ class TrainingStep:
         pass: AReaL's ``compute_values``, ``compute_logp``), in the same micro-batches."""
         return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
 
-    def batch_text(self) -> str:
+    def batch_text(self, steps: str | None = None) -> str:
         """What the step trains on: the workload's assumptions, the tokens and the
-        optimizer steps."""
-        steps = f"{self.optimizer_steps} optimizer step{'s' if self.optimizer_steps != 1 else ''}"
+        optimizer steps (``steps``: in other words, e.g. of several engines)."""
+        steps = steps or _steps_text(self.optimizer_steps)
         tokens = f"{self.tokens_per_batch:,} tokens a step in {steps}"
         return tokens if self.workload is None else f"{self.workload.describe()}; {tokens}"
 
     def describe(self, gpu: str) -> str:
         return f"s/step: predicted on {gpu}, {self.batch_text()}"
+
+
+def describe_steps(steps: Mapping[str, TrainingStep], gpu: str) -> str:
+    """The plan's ``s/step`` line for the training steps of several engines of one config
+    (one batch): their optimizer steps by engine when they differ (the actor's and the
+    critic's ``ppo_n_minibatches``)."""
+    first = next(iter(steps.values()))
+    counts = {name: step.optimizer_steps for name, step in steps.items()}
+    if len(set(counts.values())) == 1:
+        return first.describe(gpu)
+    by_engine = ", ".join(f"{_steps_text(n)} ({name})" for name, n in counts.items())
+    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}"
+
+
+def _steps_text(n: int) -> str:
+    return f"{n} optimizer step{'s' if n != 1 else ''}"
 
 
 def training_step(

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from _helpers import ROOT
 
-from areal_conf import validate
+from areal_conf import AllocationError, validate
 from areal_conf.areal_argv import parse_config_command
 from areal_conf.areal_command import check_command, compose_as_areal
 from areal_conf.areal_versions import choose_rules
@@ -46,6 +46,7 @@ from areal_conf.report import plan_table
 from areal_conf.settings import Settings
 from areal_conf.speed import TrainingStep, training_step
 from areal_conf.suggest import suggest, suggestion_text
+from areal_conf.sweeps import engine_layouts
 from areal_conf.workload import NoWorkload, StepWorkload, step_workload
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -241,6 +242,30 @@ def test_the_reported_sft_command_gets_sft_numbers_not_rl_ones() -> None:
     assert "131,072 tokens a step in 1 optimizer step" in note
     assert "mean response" not in note and "prompts" not in note
     assert "s/step" in plan_table(plan) and note in plan_table(plan)
+
+
+def test_the_plan_says_each_engines_optimizer_steps_when_they_differ() -> None:
+    argv = [*DRIVER, "--config", str(PPO), "scheduler.type=local"]
+    same = check_command(argv, cwd=ROOT).speed_note
+    assert same.endswith("1,572,864 tokens a step in 1 optimizer step")
+    note = check_command([*argv, "critic.ppo_n_minibatches=2"], cwd=ROOT).speed_note
+    assert note.endswith("in 1 optimizer step (actor), 2 optimizer steps (critic)")
+
+
+def test_ranking_an_sft_config_by_step_time_asks_for_its_sequence_length() -> None:
+    cfg: dict[str, Any] = {
+        "actor": {"backend": "fsdp:d8"},
+        "model": {"hf_config": str(FIXTURES / "hf" / "qwen2_5_7b")},
+        "train_dataset": {"batch_size": 32},
+    }
+    with pytest.raises(AllocationError) as err:
+        engine_layouts(cfg, "actor", rank="step_time")
+    assert "no train_dataset.max_length, so the length of SFT's sequences" in err.value.reason
+    assert "++train_dataset.max_length=<tokens>" in err.value.hint
+    cfg["train_dataset"]["max_length"] = 2048
+    ranked = engine_layouts(cfg, "actor", rank="step_time")
+    assert ranked.speed_note.startswith("s/step: predicted on")
+    assert "SFT: 32 sequences of 2,048 tokens" in ranked.speed_note
 
 
 def test_a_pair_costs_two_sequences() -> None:
