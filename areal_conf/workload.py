@@ -102,7 +102,7 @@ class StepWorkload:
         return max(1, tokens_per_mb or self.longest_sequence)
 
     def describe(self) -> str:
-        """What was assumed, e.g. ``SFT: 128 sequences of 1,024 tokens (all of
+        """What was assumed, e.g. ``SFT: 128 sequences of 1,024 tokens (assumed: all of
         train_dataset.max_length)``."""
         name = TRAINER_NAMES[self.trainer]
         if self.trainer != "rl":
@@ -206,7 +206,8 @@ def step_workload(
     if keys.max_length is None:
         name = TRAINER_NAMES[run.trainer]
         return NoWorkload(
-            f"no train_dataset.max_length, so the length of {name}'s sequences is the dataset's",
+            f"no train_dataset.max_length: {name} trains sequences as long as the dataset "
+            "makes them",
             "the longest sequence with ++train_dataset.max_length=<tokens> (AReaL then drops "
             "longer ones)",
         )

@@ -197,13 +197,13 @@ def test_the_mean_response_is_rl_only() -> None:
         (
             SFT,
             (),
-            "no train_dataset.max_length, so the length of SFT's sequences is the dataset's",
+            "no train_dataset.max_length: SFT trains sequences as long as the dataset makes them",
             "++train_dataset.max_length=<tokens>",
         ),
         (
             RW,
             (),
-            "no train_dataset.max_length, so the length of RW (reward model)'s sequences",
+            "no train_dataset.max_length: RW (reward model) trains sequences as long as",
             "++train_dataset.max_length=<tokens>",
         ),
         (
@@ -260,7 +260,7 @@ def test_ranking_an_sft_config_by_step_time_asks_for_its_sequence_length() -> No
     }
     with pytest.raises(AllocationError) as err:
         engine_layouts(cfg, "actor", rank="step_time")
-    assert "no train_dataset.max_length, so the length of SFT's sequences" in err.value.reason
+    assert "no train_dataset.max_length: SFT trains sequences as long" in err.value.reason
     assert "++train_dataset.max_length=<tokens>" in err.value.hint
     cfg["train_dataset"]["max_length"] = 2048
     ranked = engine_layouts(cfg, "actor", rank="step_time")
