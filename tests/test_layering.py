@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.performance",),
     ("areal_conf.plan",),
     ("areal_conf.reading",),
+    ("areal_conf.workload",),
     ("areal_conf.speed",),
     ("areal_conf.ranking",),
     ("areal_conf.engines",),
