@@ -395,8 +395,11 @@ def test_suggest_counts_the_critic_in_the_split(
 
 # -- AReaL's own loader: every key read exists in that trainer's config class ------------
 
+# As tests/test_areal_loader.py finds it: AREAL_LOADER_DIR (no default) is the tool's
+# directory, AREAL_LOADER_HOME holds its venv and AReaL's source; without them, skipped.
 HOME = Path(os.environ.get("AREAL_LOADER_HOME", Path.home() / ".cache" / "areal-loader"))
-LOADER = Path(os.environ.get("AREAL_LOADER_DIR", "/work/shared/areal2/areal_loader")) / "load.py"
+LOADER_DIR = os.environ.get("AREAL_LOADER_DIR", "")
+LOADER = Path(LOADER_DIR or "areal_loader-not-set") / "load.py"
 PYTHON = HOME / "venv" / "bin" / "python"
 SRC = HOME / "areal-src"
 
@@ -455,8 +458,9 @@ def _areal_loads(yaml: str, cls: str, overrides: Sequence[str]) -> dict[str, Any
 
 @pytest.mark.e2e
 @pytest.mark.skipif(
-    not (PYTHON.exists() and LOADER.exists() and (SRC / "examples").is_dir()),
-    reason=f"AReaL's loader is not set up (AREAL_LOADER_HOME={HOME}, {LOADER})",
+    not (LOADER_DIR and PYTHON.exists() and LOADER.exists() and (SRC / "examples").is_dir()),
+    reason="AReaL's loader is not set up: set AREAL_LOADER_DIR to the areal_loader tool's "
+    f"directory and build its venv with its setup.sh (AREAL_LOADER_HOME={HOME})",
 )
 def test_areal_has_every_key_each_trainer_reads_and_no_other_trainers() -> None:
     runs = [(READS[t][0], READS[t][1], (*COMMON, *READS[t][2]), True) for t in READS]
