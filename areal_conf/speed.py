@@ -7,7 +7,8 @@ Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
 sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
 ``recompute_granularity``). Only engines with an optimizer (actor, critic) get a time;
 :meth:`TrainingStep.forward_seconds` prices a forward pass over the same batch (the PPO
-critic's values pass).
+critic's values pass). A value head (critic, reward model) is priced as the language
+model's output layer.
 """
 
 from __future__ import annotations
