@@ -421,6 +421,8 @@ READS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         (
             "++gconfig.n_samples=4",
             "++gconfig.max_new_tokens=1024",
+            "++eval_gconfig.n_samples=1",
+            "++dynamic_bs=false",
             "++actor.ppo_n_minibatches=2",
             "++rollout.max_concurrent_rollouts=64",
             "++rollout.max_head_offpolicyness=2",
@@ -437,6 +439,7 @@ REFUSED: tuple[tuple[str, str], ...] = (
     ("sft", "++actor.ppo_n_minibatches=2"),
     ("sft", "++ref.mb_spec.n_mbs=1"),
     ("rw", "++rollout.max_concurrent_rollouts=64"),
+    ("rw", "++dynamic_bs=false"),
     ("dpo", "++gconfig.max_new_tokens=1024"),
     ("dpo", "++critic.ppo_n_minibatches=2"),
 )
