@@ -284,7 +284,6 @@ MODEL_RULES: Final = (
             + "areal/models/mcore/hf_load.py:152-155",
             "sglang: " + _SGLANG + "layers/linear.py:340, 1369",
             "vllm: " + _VLLM + "model_executor/layers/linear.py:451, 1417",
-            "(a model with experts: its experts' MLP instead, see moe-ffn-etp)",
         ),
     ),
     ModelRule(
