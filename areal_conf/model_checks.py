@@ -432,7 +432,7 @@ MODEL_RULES: Final = (
 )
 
 #: The order sizes are chosen in a sweep: a rule may read sizes chosen before its own.
-SIZES: Final = ("pp", "tp", "cp", "ep", "etp")
+SIZES: Final = ("pp", "ep", "etp", "tp", "cp")
 
 
 @functools.cache
