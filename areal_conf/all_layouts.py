@@ -21,6 +21,7 @@ from areal_conf.model_checks import (
     ModelSpec,
     cp_fits,
     ep_fits,
+    etp_fits,
     pp_fits,
     tp_fits,
     validate_model,
@@ -49,8 +50,8 @@ def layouts(
     parser accepts for ``backend`` (its dimensions, the flat expert rule ``edp =
     gpus/(pp·etp·ep)`` whole, the hybrid form for megatron and archon, Archon's rules).
     Expert layouts (``ep > 1`` or ``etp > 1``) appear only when ``model`` sets
-    ``num_experts``, and then ``ep`` divides it. Layouts that break a model rule of
-    the model section are left out; ``max_tp`` caps both ``tp`` and ``etp`` (None: no cap).
+    ``num_experts``. Layouts that break a model rule of the backend are left out;
+    ``max_tp`` caps both ``tp`` and ``etp`` (None: no cap).
 
     Order: ascending by ``(pp, tp, cp, ep, etp)``, then by ``dp``/``edp``. Given
     ``gpus`` those five sizes determine dp and edp, so the key is unique and the
@@ -69,8 +70,9 @@ def layouts(
 def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) -> list[str]:
     dims = rule.dims
     div_n = divisors(n)
-    # A dense model has no experts to shard: expert layouts need num_experts.
-    experts = m["num_experts"] if "e" in dims else None
+    # Expert layouts need experts: on a dense model (or while num_experts is unknown)
+    # the ffn section would shard nothing.
+    experts = (m["num_experts"] or None) if "e" in dims else None
     hybrid = rule.hybrid and experts is not None
     archon = backend == "archon"
     prefix = backend + ":"
@@ -96,14 +98,14 @@ def _enumerate(backend: str, rule: BackendRule, n: int, cap: int, m: ModelSpec) 
                 if hybrid:
                     rest = per_stage // ep
                     for etp in div_stage:
-                        if 1 < etp <= cap and rest % etp == 0:
+                        if 1 < etp <= cap and rest % etp == 0 and etp_fits(m, etp, backend):
                             pairs.append((ep, etp, ffn_text(rest // etp, pp, etp, ep)))
         for tp in tps:
             per_tp = per_stage // tp
             cps = [
                 c
                 for c in div_stage
-                if per_tp % c == 0 and (c == 1 or ("c" in dims and cp_fits(m, c, backend)))
+                if per_tp % c == 0 and (c == 1 or ("c" in dims and cp_fits(m, c, backend, tp=tp)))
             ]
             for cp in cps:
                 dp = per_tp // cp

@@ -278,12 +278,11 @@ def _shape_hint(ctx: Context) -> str:
 def read_model(ctx: Context) -> None:
     """The model's shape (from ``--model``/``AREAL_CONF_MODEL``, the ``model`` section of
     areal-conf's configs, or ``actor.path``) and the layout rules it implies."""
-    from areal_conf.model_checks import MODEL_KEYS, check_model, validate_model
-    from areal_conf.model_shape import check_shape_values, resolve_model
+    from areal_conf.model_checks import check_model, validate_model
+    from areal_conf.model_shape import resolve_model
 
     section = dict(ctx.run.model)
-    validate_model(section)  # unknown keys, and the layout rules' values
-    check_shape_values(section)
+    validate_model(section)  # unknown keys, and every size's value
     settings = ctx.settings
     validate_model({k: v for k, v in settings.model.items() if k != "hf_config"})
     actor = ctx.run.actor
@@ -299,13 +298,12 @@ def read_model(ctx: Context) -> None:
         ctx.memory_note = source.missing
     if not ctx.model:
         return
-    rules = {k: ctx.model.get(k) for k in MODEL_KEYS}
     for e in ctx.built():
         own = _own_model(ctx, e)
         if own is not None:
             continue  # checked against its own model below, when that is known
         assert e.allocation is not None
-        check_model(e.name, e.allocation, rules)
+        check_model(e.name, e.allocation, ctx.model)
 
 
 def _own_model(ctx: Context, e: EnginePlan) -> str | None:

@@ -136,27 +136,30 @@ class ModelConfig:
     """Model shape for the layout checks and the memory check; null skips a check."""
 
     num_layers: Annotated[int, AtLeastOne] | None = None
-    """divisible by pp"""
+    """every pipeline stage needs layers"""
     num_attention_heads: Annotated[int, AtLeastOne] | None = None
-    """divisible by tp"""
+    """divisible by tp (fsdp and archon: by tp×cp)"""
     num_kv_heads: Annotated[int, AtLeastOne] | None = None
-    """a multiple or a divisor of tp"""
+    """divisible by tp (sglang and vllm: a multiple or a divisor of tp)"""
     num_experts: Annotated[int, AtLeastOne] | None = None
-    """divisible by ep; null: a dense model (no expert layouts)"""
+    """divisible by ep; null: no expert layouts (a dense model when the other sizes are
+    known)"""
     max_seq_len: Annotated[int, AtLeastOne] | None = None
-    """divisible by 2×cp when cp > 1"""
+    """the longest sequence, for the memory check"""
     # -- memory check (issue 14): null takes the value from hf_config (or actor.path's
     # config.json when it is a local directory); no shape at all: no memory check.
     hidden_size: Annotated[int, AtLeastOne] | None = None
     """for the memory check"""
     ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
-    """dense MLP size (intermediate_size), for the memory check"""
+    """dense MLP size (intermediate_size), for the memory check; megatron, sglang and
+    vllm split it over tp"""
     vocab_size: Annotated[int, AtLeastOne] | None = None
     """for the memory check"""
     head_dim: Annotated[int, AtLeastOne] | None = None
     """null: hidden_size / num_attention_heads"""
     moe_ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
-    """one expert's MLP size (moe_intermediate_size)"""
+    """one expert's MLP size (moe_intermediate_size); megatron splits it over the ffn
+    section's t"""
     moe_shared_expert_ffn_hidden_size: Annotated[int, AtLeastOne] | None = None
     """the shared experts' MLP size, if any"""
     moe_router_topk: Annotated[int, AtLeastOne] | None = None

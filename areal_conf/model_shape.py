@@ -32,9 +32,11 @@ SIZE_KEYS: Final = (
     "moe_ffn_hidden_size",
     "moe_shared_expert_ffn_hidden_size",
     "moe_router_topk",
+    "max_seq_len",
 )
-# Keys of the ``model`` section that only the memory model reads (the layout checks of
-# :mod:`areal_conf.model_checks` read the others).
+# Keys of the ``model`` section besides the layout keys of
+# :mod:`areal_conf.model_checks`: the memory model reads them (and the layout rules
+# ffn_hidden_size and moe_ffn_hidden_size).
 SHAPE_KEYS: Final = (*SIZE_KEYS, "tie_word_embeddings", "hf_config")
 
 # Hugging Face config.json key -> model section key, first match wins. Covers Llama,

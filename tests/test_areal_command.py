@@ -35,7 +35,7 @@ from areal_conf.areal_sweep import is_hydra_option, validated_launch
 
 FIXTURE = "tests/fixtures/areal2/examples/math/gsm8k_grpo_megatron.yaml"
 DRIVER = [sys.executable, "tests/standin_driver.py", "--config", FIXTURE]
-LAYOUTS = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
+LAYOUTS = ["megatron:d4", "megatron:d2t2", "megatron:d2p2"]
 
 
 # ------------------------------------------------------------------ reading the command
@@ -542,7 +542,7 @@ def test_sweep_options_reach_the_check_and_not_the_command(tmp_path: Path) -> No
         "--",
         *DRIVER,
         "scheduler.type=local",
-        "actor.backend=megatron:d4,megatron:d1t4",
+        "actor.backend=megatron:d4,megatron:p4",
         f"hydra.sweep.dir={tmp_path / 'small'}",
         out=runs,
     )
@@ -580,8 +580,11 @@ def test_sweep_of_every_layout_with_the_layouts_sweeper(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     commands = [line.strip() for line in out.stdout.splitlines() if line.startswith("    $ ")]
     from areal_conf import layouts
+    from areal_conf.model_shape import merge_model
 
-    expected = layouts("megatron", 4, model={"hf_config": "Qwen/Qwen2.5-1.5B-Instruct"}, max_tp=8)
+    shape = merge_model(None, "Qwen/Qwen2.5-1.5B-Instruct")  # actor.path, as the sweep reads it
+    expected = layouts("megatron", 4, model=shape, max_tp=8)
+    assert "megatron:t4" not in expected  # 2 key-value heads: whole ones per tp rank
     assert [c.rsplit("actor.backend=", 1)[1].strip("'\"") for c in commands] == expected
 
 

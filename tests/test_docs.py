@@ -182,6 +182,28 @@ def test_example_string_uses_the_documented_gpus(spec: str, gpus: int) -> None:
     assert parse_backend(spec).world_size == gpus
 
 
+def test_the_model_shape_rules_table_is_the_code_s() -> None:
+    """One row per rule of ``MODEL_RULES``: its name, backends, condition and sources."""
+    from areal_conf.backends import BACKENDS
+    from areal_conf.model_checks import MODEL_RULES
+
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("### Model-shape rules\n", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `([\w-]+)` \| ([^|]+) \| ([^|]+) \| (.+) \|$", section, flags=re.M)
+    assert [
+        (name, backends, condition, source.split("<br>"))
+        for name, backends, condition, source in rows
+    ] == [
+        (
+            rule.name,
+            ", ".join(b for b in BACKENDS if b in rule.backends),
+            rule.condition,
+            list(rule.source),
+        )
+        for rule in MODEL_RULES
+    ]
+
+
 def test_the_readme_links_to_the_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "(docs/backend-strings.md)" in readme

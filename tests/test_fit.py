@@ -376,7 +376,7 @@ def test_engine_layouts_fits_keeps_what_validate_accepts_smallest_first() -> Non
 
     cfg = config(rollout={"backend": "sglang:d2t4"})
     cfg["model"] = {"hf_config": str(HF / "qwen2_5_7b")}
-    cfg["actor"]["mb_spec"] = {"max_tokens_per_mb": 65536}
+    cfg["actor"]["mb_spec"] = {"max_tokens_per_mb": 32768}
     every = engine_layouts(cfg, "actor").layouts
     kept = engine_layouts(cfg, "actor", fits=True).layouts
     assert 0 < len(kept) < len(every)

@@ -23,7 +23,7 @@ MOE: dict[str, int | None] = {
     "num_attention_heads": 32,
     "num_kv_heads": 8,
     "num_experts": 12,
-    "max_seq_len": 4100,  # 4100 = 2·2·5·5·41: cp 2 passes, cp 4 and 8 do not
+    "max_seq_len": 4100,  # no rule reads it: AReaL pads every sequence for cp
 }
 MOE_16: dict[str, int | None] = dict(MOE, num_experts=16, max_seq_len=4096)
 
@@ -129,7 +129,11 @@ def test_the_brute_force_is_not_vacuous() -> None:
     assert "megatron:d2p2t4e4" in moe  # flat expert layout, ep 4 | 12
     assert "megatron:(attn:d4t2c2|ffn:d2t2e4)" in moe  # hybrid, etp 2
     assert not any("e8" in s or "e16" in s for s in moe)  # 8, 16 do not divide 12
-    assert not any("c4" in s for s in moe)  # 4100 % 8 != 0
+    assert "megatron:d2t2c4e4" in moe  # Megatron's cp splits sequences, not heads
+    fsdp = layouts("fsdp", 16, model=DENSE | {"num_attention_heads": 12})
+    assert "fsdp:d4c4" in fsdp and "fsdp:d4t2c2" in fsdp  # 12 heads over t×c = 4
+    assert "fsdp:d2c8" not in fsdp  # 12 heads, not divisible by c8 (Ulysses)
+    assert not any("t8" in s or "t16" in s for s in fsdp)  # 4 kv heads, each rank whole
     dense = layouts("megatron", 16, model=DENSE)
     assert not any("e" in s.split(":", 1)[1] or "ffn" in s for s in dense)
     archon = layouts("archon", 16, model=MOE_16)
