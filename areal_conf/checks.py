@@ -413,7 +413,8 @@ def predict_step_times(ctx: Context) -> None:
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:
     """A GPU's memory in GB, where it came from (the setting, the config) and whether it
-    is assumed (no one said: the default, against which memory only warns)."""
+    is assumed (no one said: the default, against which memory warns about what a GPU
+    areal-conf knows would hold)."""
     settings = ctx.settings
     if settings.gpu_memory_gb is not None:
         return settings.gpu_memory_gb, settings.gpu_memory_from, False
