@@ -565,3 +565,30 @@ def test_find_fix_takes_the_first_candidate_the_check_passes() -> None:
         return Verdict(None, final=True)
 
     assert find_fix(members, m, budget=80 * GB, n_gpus_per_node=8, accept=final) is None
+
+
+def test_a_ranking_counts_the_cuda_context_and_nccl_buffers_in_what_fits() -> None:
+    """The report: a layout ranked first at 79.4 of 80 GB while the CUDA context and
+    NCCL buffers were left out. Ranking (``layouts --rank``, ``suggest``) reads the same
+    estimate: megatron:d4t2 of Qwen2.5-7B with micro-batches of 19,968 tokens holds 79.6
+    GB of model states and activations, 80.5 GB with its process's context and buffers,
+    and comes after every layout that fits."""
+    from areal_conf.ranking import rank_layouts
+
+    m = shape("qwen2_5_7b")
+    est = estimate("megatron:d4t2", m, tokens_per_microbatch=19968, gpu_memory_gb=80)
+    assert est.weights + est.grads + est.optimizer + est.activations < 80 * GB < est.total
+    ranked = rank_layouts(
+        "megatron",
+        8,
+        {"hf_config": str(HF / "qwen2_5_7b")},
+        gpu="h100",
+        tokens_per_step=1 << 20,
+        tokens_per_microbatch=19968,
+        gpu_memory_gb=80,
+    )
+    by_spec = {r.spec: r for r in ranked}
+    assert by_spec["megatron:d4t2"].memory.total == est.total
+    assert not by_spec["megatron:d4t2"].fits
+    fitting = [r.spec for r in ranked if r.fits]
+    assert fitting and ranked.index(by_spec["megatron:d4t2"]) >= len(fitting)
