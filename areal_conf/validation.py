@@ -216,11 +216,11 @@ def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
     """``cfg`` with the overrides ``key=value`` (or ``++key=value``) applied as Hydra's
     ``++`` applies them: the key set, or added where it is absent. A value is read as
     Hydra reads a plain one (``true``, ``false``, ``null``, a number, else text). An
-    OmegaConf config is copied whole, so that its interpolations of a changed key follow
-    the new value; another mapping is copied along the keys that change. ``cfg`` itself
-    is not changed."""
+    OmegaConf config is copied whole (with the config it is a section of), so that its
+    interpolations of a changed key follow the new value; another mapping is copied along
+    the keys that change. ``cfg`` itself is not changed."""
     omegaconf = callable(getattr(cfg, "_set_flag", None))
-    root = copy.deepcopy(cfg) if omegaconf else cfg
+    root = _omegaconf_copy(cfg) if omegaconf else cfg
     for item in overrides:
         key, _, text = item.partition("=")
         parts = key.lstrip("+").split(".")
@@ -230,6 +230,19 @@ def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
         else:
             root = _set_in_copy(root, parts, value)
     return root
+
+
+def _omegaconf_copy(node: Any) -> Any:
+    """A copy of an OmegaConf config node with the whole config it belongs to (a section
+    such as ``cfg.areal`` too), so that interpolations from the top (``${areal.actor.x}``)
+    read the copy."""
+    top = node._get_root()
+    if top is node:
+        return copy.deepcopy(node)
+    found = copy.deepcopy(top)
+    for part in node._get_full_key(None).split("."):
+        found = found._get_node(part)
+    return found
 
 
 def _plain_value(text: str) -> Any:

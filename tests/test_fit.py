@@ -597,3 +597,46 @@ def test_the_check_command_prints_no_fix_the_local_scheduler_refuses(
     assert err.startswith("error: actor: fsdp:d4 needs 515.4 GB per GPU but a GPU has 80 GB")
     assert "this would fit" not in err and "cluster.n_nodes" not in err
     assert "AReaL's local scheduler has this machine's 8" in err
+
+
+# -- the config a fix is rechecked on --------------------------------------------------------
+
+
+def test_with_overrides_sets_and_adds_keys_on_a_copy() -> None:
+    """The recheck applies a fix's overrides as Hydra's ``++`` does (set, or add where
+    absent), values read as Hydra reads plain ones, on a copy: interpolations of a changed
+    key follow it, in a section of a larger config too."""
+    from omegaconf import OmegaConf
+
+    from areal_conf.validation import with_overrides
+
+    plain = {"actor": {"backend": "fsdp:d8"}, "cluster": {"n_nodes": 1}}
+    changed = with_overrides(
+        plain,
+        [
+            "actor.backend=fsdp:d4c4",
+            "++actor.gradient_checkpointing=true",
+            "++actor.mb_spec.max_tokens_per_mb=4096",
+            "cluster.n_nodes=3",
+            "++sglang.mem_fraction_static=0.93",
+        ],
+    )
+    assert changed == {
+        "actor": {
+            "backend": "fsdp:d4c4",
+            "gradient_checkpointing": True,
+            "mb_spec": {"max_tokens_per_mb": 4096},
+        },
+        "cluster": {"n_nodes": 3},
+        "sglang": {"mem_fraction_static": 0.93},
+    }
+    assert plain == {"actor": {"backend": "fsdp:d8"}, "cluster": {"n_nodes": 1}}
+    top = OmegaConf.create(
+        {"areal": {"actor": {"backend": "fsdp:d8"}, "ref": {"backend": "${areal.actor.backend}"}}}
+    )
+    OmegaConf.set_struct(top, True)
+    for cfg, section in ((top, "areal."), (top.areal, "")):
+        copy = with_overrides(cfg, [f"{section}actor.backend=fsdp:d4", f"++{section}x.y=null"])
+        node = copy.areal if section else copy
+        assert node.ref.backend == "fsdp:d4" and node.x.y is None
+    assert top.areal.ref.backend == "fsdp:d8" and "x" not in top.areal
