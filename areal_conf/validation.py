@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -217,8 +217,8 @@ def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
     ``++`` applies them: the key set, or added where it is absent. A value is read as
     Hydra reads a plain one (``true``, ``false``, ``null``, a number, else text). An
     OmegaConf config is copied whole (with the config it is a section of), so that its
-    interpolations of a changed key follow the new value; another mapping is copied along
-    the keys that change. ``cfg`` itself is not changed."""
+    interpolations of a changed key follow the new value; another mapping is seen through
+    a view with the keys set. ``cfg`` itself is not changed."""
     omegaconf = callable(getattr(cfg, "_set_flag", None))
     root = _omegaconf_copy(cfg) if omegaconf else cfg
     for item in overrides:
@@ -256,13 +256,37 @@ def _plain_value(text: str) -> Any:
     return text
 
 
-def _set_in_copy(node: Any, parts: list[str], value: Any) -> dict[str, Any]:
-    out = {str(k): v for k, v in node.items()} if isinstance(node, Mapping) else {}
+def _set_in_copy(node: Any, parts: list[str], value: Any) -> Mapping[str, Any]:
+    """``node`` (a mapping, or None) with ``parts`` set to ``value``, as a view."""
+    base = node if isinstance(node, Mapping) else None
     if len(parts) == 1:
-        out[parts[0]] = value
-    else:
-        out[parts[0]] = _set_in_copy(out.get(parts[0]), parts[1:], value)
-    return out
+        return _Overlay(base, {parts[0]: value})
+    child = base.get(parts[0]) if base is not None and parts[0] in base.keys() else None  # noqa: SIM118
+    return _Overlay(base, {parts[0]: _set_in_copy(child, parts[1:], value)})
+
+
+class _Overlay(Mapping[str, Any]):
+    """A read-only view of a mapping with some keys set: what is not set is read from
+    the mapping when asked for (an interpolation only the application resolves is left
+    alone, as :mod:`areal_conf.reading` leaves it)."""
+
+    def __init__(self, base: Mapping[str, Any] | None, changes: Mapping[str, Any]) -> None:
+        self._base = base
+        self._changes = dict(changes)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._changes:
+            return self._changes[key]
+        if self._base is None or key not in self._base.keys():  # noqa: SIM118
+            raise KeyError(key)
+        return self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        keys = [str(k) for k in self._base.keys()] if self._base is not None else []  # noqa: SIM118
+        return iter([*keys, *(k for k in self._changes if k not in keys)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
 def _set_in_node(node: Any, parts: list[str], value: Any) -> None:

@@ -640,3 +640,23 @@ def test_with_overrides_sets_and_adds_keys_on_a_copy() -> None:
         node = copy.areal if section else copy
         assert node.ref.backend == "fsdp:d4" and node.x.y is None
     assert top.areal.ref.backend == "fsdp:d8" and "x" not in top.areal
+
+
+def test_a_fix_is_rechecked_on_a_view_without_resolving_what_is_not_read() -> None:
+    """The layouts sweeper validates a view of the config with one backend replaced; the
+    recheck of a fix sees it through another view, so an interpolation only the
+    application resolves (an unset environment variable in a key areal-conf does not
+    read) is left alone there too, and the fix comes out checked."""
+    from omegaconf import OmegaConf
+
+    from areal_conf.sweeps import _WithBackend
+
+    cfg = config()
+    cfg["actor"]["experiment_name"] = "${oc.env:AREAL_CONF_TEST_NEVER_SET}"
+    view = _WithBackend(OmegaConf.create(cfg), "actor", "fsdp:d8")
+    with pytest.raises(AllocationError) as info:
+        validate(view)
+    (fix,) = fixes_in(info.value.hint)
+    assert fix[0].startswith("actor.backend=fsdp:")
+    plan = validate(with_overrides(cfg, fix))
+    assert plan.engines["actor"].memory is not None and plan.engines["actor"].memory.fits
