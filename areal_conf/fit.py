@@ -219,7 +219,12 @@ def check_memory(
         gpu = largest_gpu()
         where = f"the largest GPU areal-conf knows ({gpu.name}) has {gpu.hbm_gb:g} GB"
     fitting = _Fitting(members, shape, budget, n_nodes, n_gpus_per_node, used, pinned)
-    fix = None if owner in fixing else fitting.fix(recheck, owner)
+    if owner in fixing:
+        # A recheck further out is fixing this group and reads only the reason.
+        recheck = None
+        fix = None
+    else:
+        fix = fitting.fix(recheck, owner)
     error = _does_not_fit(
         members, largest or need, shape, where, fix, fitting.refused, recheck, owner, budget
     )
