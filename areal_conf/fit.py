@@ -1,9 +1,11 @@
 """Will it fit? The memory check that :func:`areal_conf.validation.validate` runs.
 
 Turns AReaL's own keys, as :mod:`areal_conf.reading` read them, into the knobs of
-:func:`areal_conf.memory.estimate`, estimates every engine and raises one AllocationError
-for the first engine, or group of colocated engines, that does not fit a GPU. The hint
-states a change that would fit, computed with the same estimate. No Hydra here.
+:func:`areal_conf.memory.estimate`, estimates every engine and makes one AllocationError
+for the first engine, or group of colocated engines, that does not fit a GPU (the check
+raises it, or warns with it when the GPU's memory is assumed). The hint states a change
+that would fit, computed with the same estimate and passed by the whole check (a
+:data:`Recheck` that the validation gives). No Hydra here.
 
 Keys used (all optional; AReaL's defaults otherwise):
 ``enable_offload``, ``<engine>.offload``, ``<engine>.optimizer`` (null: no training),
@@ -228,7 +230,7 @@ def check_memory(
     error = _does_not_fit(
         members, largest or need, shape, where, fix, fitting.refused, recheck, owner, budget
     )
-    if largest is not None:
+    if largest is not None and fix is not None:
         error = error.with_hint(
             error.hint + f"; a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "
             "AREAL_CONF_GPU_MEMORY_GB=<GB> gives yours"

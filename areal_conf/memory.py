@@ -105,6 +105,8 @@ TERMS: Final = (
     "cuda_context",
     "comm_buffers",
 )
+#: The terms every process holds, whatever its engine does.
+PROCESS_TERMS: Final = ("cuda_context", "comm_buffers")
 #: How a term is named in text (the others by their name, ``_`` as a blank).
 LABELS: Final = {
     "kv_cache": "KV cache",
@@ -201,31 +203,30 @@ class MemoryEstimate:
         return {t: round(getattr(self, t) / GB, 2) for t in (*TERMS, "total")}
 
     def breakdown(self) -> str:
-        """``weights 17.6 + grads 35.3 + ... = 123.4 GB``, the terms that are not zero."""
-        overhead = f"CUDA context {self.cuda_context / GB:.1f}"
-        if self.comm_buffers:
-            overhead += f" + NCCL buffers {self.comm_buffers / GB:.1f}"
-        if self.kind == "inference":
-            text = (
-                f"reserves {self.reserved / GB:.1f} GB: weights {self.weights / GB:.1f} + "
-                f"KV cache {self.kv_cache / GB:.1f} GB"
-            )
-            if self.kv_cache_tokens is not None:
-                text += f" ({self.kv_cache_tokens:,} tokens"
-                if self.kv_cache_sequences is not None:
-                    text += f", {self.kv_cache_sequences:,} full-length sequences"
-                text += ")"
-            if self.cuda_context or self.comm_buffers:
-                text += f", beside {overhead}: {self.total / GB:.1f} GB"
-            if self.kv_cache_tokens_needed is not None:
-                text += f"; the config asks for {self.kv_cache_tokens_needed:,} tokens"
-            return text
+        """``weights 17.6 + grads 35.3 + ... + CUDA context 0.5 + NCCL buffers 0.2 = 123.4
+        GB``, the terms that are not zero; for inference, the reserve and what is
+        beside it."""
         parts = [
             f"{term_label(name)} {getattr(self, name) / GB:.1f}"
             for name in TERMS
-            if getattr(self, name)
+            if getattr(self, name) and (self.kind != "inference" or name in PROCESS_TERMS)
         ]
-        return " + ".join(parts) + f" = {self.total / GB:.1f} GB"
+        if self.kind != "inference":
+            return " + ".join(parts) + f" = {self.total / GB:.1f} GB"
+        text = (
+            f"reserves {self.reserved / GB:.1f} GB: weights {self.weights / GB:.1f} + "
+            f"KV cache {self.kv_cache / GB:.1f} GB"
+        )
+        if self.kv_cache_tokens is not None:
+            text += f" ({self.kv_cache_tokens:,} tokens"
+            if self.kv_cache_sequences is not None:
+                text += f", {self.kv_cache_sequences:,} full-length sequences"
+            text += ")"
+        if parts:
+            text += f", beside {' + '.join(parts)}: {self.total / GB:.1f} GB"
+        if self.kv_cache_tokens_needed is not None:
+            text += f"; the config asks for {self.kv_cache_tokens_needed:,} tokens"
+        return text
 
 
 def term_label(name: str) -> str:
