@@ -864,8 +864,9 @@ def fix_candidates(
     first: recomputation; a memory fraction of a server without room for one request's
     KV cache (the nearest in steps of 0.01, at most :data:`MAX_MEM_FRACTION`); another
     layout of the owner on the same GPUs (more tp or pp, in layout order); fewer tokens
-    per micro-batch (halved down to :data:`MIN_FIX_TOKENS`); shorter responses
-    (``gconfig.max_new_tokens`` halved, as far); then layouts on 2, 3, ...
+    per micro-batch (halved down to :data:`MIN_FIX_TOKENS`); for a server without room
+    for one request, shorter responses (``gconfig.max_new_tokens`` halved, as far); then
+    layouts on 2, 3, ...
     ``max_factor`` times the GPUs. Each layout is tried as it is, then with recomputation.
     """
     from areal_conf.all_layouts import layouts
