@@ -28,7 +28,7 @@ from areal_conf.engines import (
     resolve_colocation,
 )
 from areal_conf.errors import AllocationError
-from areal_conf.fit import MemoryCheck, check_memory
+from areal_conf.fit import MemoryCheck, Recheck, check_memory
 from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan import EnginePlan, Plan, SchedulerRules, Slot, place, placement_warnings
@@ -61,6 +61,12 @@ class Context:
     model_source: str = ""
     step_seconds: dict[str, float] = field(default_factory=dict)  # predicted, by engine
     speed_note: str = ""  # how the step times were predicted
+    #: The whole check again, on the config with a fix's overrides: a fix is printed
+    #: only when it passes (None: fixes are not checked).
+    recheck: Recheck | None = None
+    #: The engines whose GPUs a recheck further out is fixing (their groups get no fix
+    #: of their own in this check).
+    fixing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.plan_nodes:
@@ -125,7 +131,9 @@ class Context:
 #: longer word.
 _OVERRIDE: Final = re.compile(r"(?<![\w.+~])([A-Za-z_]\w*(?:\.\w+)*)=(?=[^\s=])")
 #: The top-level keys of AReaL's configs that a fix may set.
-_AREAL_SECTIONS: Final = frozenset({*ROLE_NAMES, "scheduler", "cluster", "enable_offload"})
+_AREAL_SECTIONS: Final = frozenset(
+    {*ROLE_NAMES, "scheduler", "cluster", "enable_offload", "sglang", "vllm", "gconfig"}
+)
 
 
 def pasteable(text: str, run: RunConfig) -> str:
@@ -356,11 +364,16 @@ def check_engine_memory(ctx: Context) -> None:
         ctx.n,
         memory_from,
         own,
-        strict=not assumed,
+        assumed=assumed,
+        recheck=ctx.recheck,
+        fixing=ctx.fixing,
     )
     problem = ctx.memory.problem
+    if problem is not None and ctx.memory.fatal:
+        raise problem
     if problem is not None:
-        # The GPU's memory is an assumption: say what would not fit, reject nothing.
+        # The GPU's memory is an assumption and a GPU areal-conf knows would hold the
+        # engines: say what would not fit, reject nothing.
         ctx.warn(
             f"{problem.reason}; if your GPUs have more memory, give it "
             f"(AREAL_CONF_GPU_MEMORY_GB=<GB>); otherwise {problem.hint}"
@@ -401,7 +414,8 @@ def predict_step_times(ctx: Context) -> None:
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:
     """A GPU's memory in GB, where it came from (the setting, the config) and whether it
-    is assumed (no one said: the default, against which memory only warns)."""
+    is assumed (no one said: the default, against which memory warns about what a GPU
+    areal-conf knows would hold)."""
     settings = ctx.settings
     if settings.gpu_memory_gb is not None:
         return settings.gpu_memory_gb, settings.gpu_memory_from, False

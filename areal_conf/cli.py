@@ -21,7 +21,7 @@ from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.report import columns, decode_rows, memory_text, plan_report, ranked_layout_rows
 from areal_conf.roles import ROLE_NAMES
-from areal_conf.settings import Settings, from_environment
+from areal_conf.settings import Settings, from_environment, positive_gb
 from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
 
 _LAYOUTS_MAX_TP = 8  # the typical GPUs per node
@@ -37,7 +37,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     version = getattr(args, "areal_version", None)
     if version is not None:
         supported_version(version, where="--areal-version")
-    gb = getattr(args, "gpu_memory_gb", None)
+    gb_text = getattr(args, "gpu_memory_gb", None)
+    gb = None if gb_text is None else positive_gb(gb_text, "--gpu-memory-gb")
     gb_from = "--gpu-memory-gb"
     gpu = getattr(args, "gpu", None)
     if gpu is not None:
@@ -171,7 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument(
         "--gpu-memory-gb",
-        type=float,
         metavar="GB",
         help="with --config: memory of one GPU in GB (10^9 bytes), default 80 "
         "(environment: AREAL_CONF_GPU_MEMORY_GB)",
@@ -247,7 +247,6 @@ def _add_command_verbs(commands: Any) -> None:
         )
         parser.add_argument(
             "--gpu-memory-gb",
-            type=float,
             metavar="GB",
             help="memory of one GPU in GB (10^9 bytes), default 80 "
             "(environment: AREAL_CONF_GPU_MEMORY_GB)",
@@ -393,7 +392,6 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--gpu-memory-gb",
-        type=float,
         metavar="GB",
         help="memory of one GPU in GB (10^9 bytes) for --fits and --rank; default: the "
         f"--gpu's, else {DEFAULT_GPU_MEMORY_GB:g}",
@@ -527,8 +525,6 @@ def _layouts(args: argparse.Namespace) -> None:
 def _gpu_memory_gb(args: argparse.Namespace, default: float = DEFAULT_GPU_MEMORY_GB) -> float:
     """--gpu-memory-gb, else --gpu's memory, else the environment's, else ``default``."""
     if args.gpu_memory_gb is not None:
-        from areal_conf.settings import positive_gb
-
         return positive_gb(args.gpu_memory_gb, "--gpu-memory-gb")
     given = settings_from(args).gpu_memory_gb
     return default if given is None else given
@@ -684,7 +680,6 @@ def _add_suggest_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--gpu-memory-gb",
-        type=float,
         metavar="GB",
         help="memory of one GPU in GB (10^9 bytes); default: the --gpu's, else 80",
     )

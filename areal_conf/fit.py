@@ -1,9 +1,11 @@
 """Will it fit? The memory check that :func:`areal_conf.validation.validate` runs.
 
 Turns AReaL's own keys, as :mod:`areal_conf.reading` read them, into the knobs of
-:func:`areal_conf.memory.estimate`, estimates every engine and raises one AllocationError
-for the first engine, or group of colocated engines, that does not fit a GPU. The hint
-states a change that would fit, computed with the same estimate. No Hydra here.
+:func:`areal_conf.memory.estimate`, estimates every engine and makes one AllocationError
+for the first engine, or group of colocated engines, that does not fit a GPU (the check
+raises it, or warns with it when the GPU's memory is assumed). The hint states a change
+that would fit, computed with the same estimate and passed by the whole check (a
+:data:`Recheck` that the validation gives). No Hydra here.
 
 Keys used (all optional; AReaL's defaults otherwise):
 ``enable_offload``, ``<engine>.offload``, ``<engine>.optimizer`` (null: no training),
@@ -20,19 +22,25 @@ Keys used (all optional; AReaL's defaults otherwise):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
+from areal_conf.hardware import HARDWARE, Hardware
 from areal_conf.memory import (
+    DEFAULT_MEM_FRACTION,
+    FRACTION_KEY,
     GB,
+    Fix,
     GroupNeed,
     Member,
     MemoryEstimate,
+    Verdict,
     find_fix,
     group_need,
+    term_label,
 )
 from areal_conf.model_shape import ModelShape
 from areal_conf.reading import EngineSection, RunConfig
@@ -42,14 +50,44 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What the whole check says of a config with a fix's overrides: ``passed``, with
+    ``more`` overrides it needed besides (the fix of another group of engines that did
+    not fit either); ``reason`` of a refusal; ``final``: refused, and no other fix of
+    this group would pass either."""
+
+    passed: bool
+    more: tuple[tuple[str, str], ...] = ()
+    reason: str = ""
+    final: bool = False
+
+
+#: Runs the whole check on the config with these overrides, while the group of engines
+#: of ``owner`` is being fixed.
+Recheck = Callable[[str, tuple[str, ...]], Outcome]
+
+
+@dataclass(frozen=True)
 class MemoryCheck:
     """Every engine's estimate (None: not estimated) and a sentence when none was."""
 
     estimates: dict[str, MemoryEstimate | None]
     note: str = ""
     warnings: tuple[str, ...] = ()
-    #: The engines that do not fit, when the check only reports it (``strict=False``).
+    #: The first group of engines that does not fit (the first that is an error when
+    #: one is): an error when ``fatal``, else what a warning says (the GPU's memory was
+    #: assumed and a GPU areal-conf knows would hold it).
     problem: AllocationError | None = None
+    fatal: bool = False
+    #: The engine whose GPUs the problem is on, and the overrides of the problem's fix
+    #: (each passed by the recheck): () when it has none.
+    owner: str = ""
+    fix: tuple[tuple[str, str], ...] = ()
+
+
+def largest_gpu() -> Hardware:
+    """The GPU with the most memory of those areal-conf knows (``HARDWARE``)."""
+    return max(HARDWARE.values(), key=lambda h: h.hbm_gb)
 
 
 def engine_knobs(
@@ -113,14 +151,19 @@ def check_memory(
     memory_from: str = "",
     own_shapes: Mapping[str, ModelShape] | None = None,
     *,
-    strict: bool = True,
+    assumed: bool = False,
+    recheck: Recheck | None = None,
+    fixing: tuple[str, ...] = (),
 ) -> MemoryCheck:
-    """Estimate every enabled engine; raise AllocationError when a GPU does not fit.
+    """Estimate every enabled engine and find the first group that does not fit a GPU.
 
     Engines that share GPUs (colocation) are checked together: the resident ones add
     up, an offloaded one counts only while it runs. ``own_shapes`` gives the engines
-    that run another model than the actor's (a teacher) their own shape. Without
-    ``strict`` the first group that does not fit is returned as ``problem`` instead.
+    that run another model than the actor's (a teacher) their own shape. When the GPU's
+    memory is ``assumed``, a group is an error only when it would not fit the largest
+    GPU areal-conf knows either (else a warning). The problem's fix is the first
+    candidate that ``recheck`` passes (unchecked without one); a group whose owner is in
+    ``fixing`` (being fixed by a recheck further out) gets none.
     """
     enabled = {n: e for n, e in engines.items() if e.allocation is not None}
     own = own_shapes or {}
@@ -131,10 +174,13 @@ def check_memory(
         assert alloc is not None
         owner = e.owner
         section = run.engines[name]
+        knobs = engine_knobs(run, section, alloc, gpu_gb)
+        if e.colocated_with and not e.fork:
+            knobs["own_process"] = False  # it runs in its target's processes
         member = Member(
             name,
             alloc,
-            engine_knobs(run, section, alloc, gpu_gb),
+            knobs,
             follows=owner == name or e.inherited_from == owner,
             offloaded=offloaded(run, section, alloc.is_inference),
             shape=own.get(name),
@@ -144,50 +190,138 @@ def check_memory(
         else:
             groups.setdefault(owner, []).append(member)
     estimates: dict[str, MemoryEstimate | None] = {}
-    used = sum(e.gpus for e in enabled.values() if not e.colocated_with)
-    problem: AllocationError | None = None
+    failing: list[tuple[str, GroupNeed, GroupNeed | None]] = []  # owner, need, at largest
     for owner, members in groups.items():
         need = group_need(members, shape)
         estimates.update(need.estimates)
-        if not need.fits(budget):
-            # Engines elsewhere that inherit the owner's backend keep theirs if it changes.
-            pinned = [
-                (n, str(e.allocation))
-                for n, e in enabled.items()
-                if e.inherited_from == owner and all(m.name != n for m in members)
-            ]
-            error = _does_not_fit(
-                members, need, shape, budget, n_nodes, n_gpus_per_node, used, pinned, memory_from
-            )
-            if strict:
-                raise error
-            problem = problem or error
-    return MemoryCheck(estimates, warnings=tuple(_kv_warnings(estimates)), problem=problem)
+        if need.fits(budget):
+            continue
+        largest = None
+        if assumed:
+            big = largest_gpu().hbm_gb
+            largest = group_need([_on_gpu(m, big) for m in members], shape)
+            if largest.fits(big * GB):
+                largest = None  # a GPU areal-conf knows holds it: only a warning
+        failing.append((owner, need, largest))
+    warnings = tuple(_kv_warnings(estimates))
+    if not failing:
+        return MemoryCheck(estimates, warnings=warnings)
+    fatal = [f for f in failing if not assumed or f[2] is not None]
+    owner, need, largest = (fatal or failing)[0]
+    members = groups[owner]
+    # Engines elsewhere that inherit the owner's backend keep theirs if it changes.
+    pinned = tuple(
+        (f"{n}.backend", str(e.allocation))
+        for n, e in enabled.items()
+        if e.inherited_from == owner and all(m.name != n for m in members)
+    )
+    used = sum(e.gpus for e in enabled.values() if not e.colocated_with)
+    where = _gpu_text(gpu_gb, memory_from)
+    if largest is not None:
+        gpu = largest_gpu()
+        where = f"the largest GPU areal-conf knows ({gpu.name}) has {gpu.hbm_gb:g} GB"
+    fitting = _Fitting(members, shape, budget, n_nodes, n_gpus_per_node, used, pinned)
+    if owner in fixing:
+        # A recheck further out is fixing this group and reads only the reason.
+        recheck = None
+        fix = None
+    else:
+        fix = fitting.fix(recheck, owner)
+    error = _does_not_fit(
+        members, largest or need, shape, where, fix, fitting.refused, recheck, owner, budget
+    )
+    if largest is not None and fix is not None:
+        error = error.with_hint(
+            error.hint + f"; a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "
+            "AREAL_CONF_GPU_MEMORY_GB=<GB> gives yours"
+        )
+    return MemoryCheck(
+        estimates,
+        warnings=warnings,
+        problem=error,
+        fatal=bool(fatal),
+        owner=owner,
+        fix=fix.changes if fix is not None else (),
+    )
+
+
+def _on_gpu(member: Member, gpu_gb: float) -> Member:
+    """``member`` on a GPU of ``gpu_gb`` GB (an inference server reserves a share of it)."""
+    return replace(member, knobs={**member.knobs, "gpu_memory_gb": gpu_gb})
+
+
+def _gpu_text(gpu_gb: float, memory_from: str) -> str:
+    return f"a GPU has {gpu_gb:g} GB" + (f" ({memory_from})" if memory_from else "")
+
+
+@dataclass
+class _Fitting:
+    """The search for a fix of one group: the candidates of :func:`find_fix`, each
+    completed with what the rest of the config needs and checked by a recheck."""
+
+    members: list[Member]
+    shape: ModelShape
+    budget: float
+    n_nodes: int
+    per_node: int
+    used_gpus: int
+    pinned: tuple[tuple[str, str], ...]
+    #: The first candidate that fit memory but the check refused, and why.
+    refused: tuple[Fix, str] | None = None
+
+    def complete(self, fix: Fix) -> Fix:
+        """``fix`` with the backends of engines that inherit the owner's and keep theirs,
+        and the nodes a layout on more GPUs needs."""
+        owner = self.members[0]
+        alloc = owner.allocation
+        more: list[tuple[str, str]] = []
+        if any(key == f"{owner.name}.backend" for key, _ in fix.changes):
+            more += self.pinned
+        if fix.gpus != alloc.world_size:
+            nodes = -(-(self.used_gpus - alloc.world_size + fix.gpus) // self.per_node)
+            if nodes > self.n_nodes:
+                more.append(("cluster.n_nodes", str(nodes)))
+        return fix.plus(more)
+
+    def fix(self, recheck: Recheck | None, owner: str) -> Fix | None:
+        def accept(candidate: Fix) -> Verdict:
+            full = self.complete(candidate)
+            if recheck is None:
+                return Verdict(full)
+            outcome = recheck(owner, full.overrides())
+            if outcome.passed:
+                return Verdict(full.plus(outcome.more))
+            if self.refused is None:
+                self.refused = (full, outcome.reason)
+            return Verdict(None, outcome.final)
+
+        return find_fix(
+            self.members,
+            self.shape,
+            budget=self.budget,
+            n_gpus_per_node=self.per_node,
+            accept=accept,
+        )
 
 
 def _does_not_fit(
     members: list[Member],
     need: GroupNeed,
     shape: ModelShape,
+    where: str,
+    fix: Fix | None,
+    refused: tuple[Fix, str] | None,
+    recheck: Recheck | None,
+    owner_name: str,
     budget: float,
-    n_nodes: int,
-    per_node: int,
-    used_gpus: int,
-    pinned: list[tuple[str, str]],
-    memory_from: str,
 ) -> AllocationError:
-    cap = budget / GB
+    """The error for a group that does not fit (``need``, against a GPU as ``where``
+    says), with ``fix`` or the offload that would fit ``budget``."""
     owner = members[0]
     alloc = owner.allocation
     starved = [m for m in members if not need.estimates[m.name].fits]
     if starved and starved[0].allocation.is_inference:
-        m = starved[0]
-        est = need.estimates[m.name]
-        reason = (
-            f"{m.name}: {m.allocation} needs {est.weights / GB:.1f} GB of weights per GPU but "
-            f"reserves {est.total / GB:.1f} GB ({_fraction_key(m.allocation.backend)} of the "
-            f"{cap:g} GB of a GPU): no room for the KV cache"
-        )
+        reason = _server_problem(starved[0], need.estimates[starved[0].name], where)
     else:
         term, size, whose = max(
             ((*need.estimates[m.name].biggest(), m.name) for m in members),
@@ -196,9 +330,9 @@ def _does_not_fit(
         if len(members) == 1:
             est = need.estimates[owner.name]
             reason = (
-                f"{owner.name}: {alloc} needs {est.total / GB:.1f} GB per GPU but a GPU has "
-                f"{cap:g} GB{_source(memory_from)}; the biggest term is "
-                f"{term.replace('_', ' ')} ({size / GB:.1f} GB): {est.breakdown()}"
+                f"{owner.name}: {alloc} needs {est.total / GB:.1f} GB per GPU but {where}; "
+                f"the biggest term is {term_label(term)} ({size / GB:.1f} GB): "
+                f"{est.breakdown()}"
             )
         else:
             parts = ", ".join(
@@ -208,38 +342,87 @@ def _does_not_fit(
             )
             reason = (
                 f"{', '.join(m.name for m in members)} share {owner.name}'s GPUs ({alloc}) and "
-                f"together need {need.total / GB:.1f} GB per GPU but a GPU has {cap:g} GB"
-                f"{_source(memory_from)}: {parts}; the biggest term is {whose}'s "
-                f"{term.replace('_', ' ')} ({size / GB:.1f} GB)"
+                f"together need {need.total / GB:.1f} GB per GPU but {where}: {parts}; the "
+                f"biggest term is {whose}'s {term_label(term)} ({size / GB:.1f} GB)"
             )
     hints: list[str] = []
-    fix = find_fix(members, shape, budget=budget, n_gpus_per_node=per_node)
     if fix is not None:
-        changes = fix.text()
-        if any(key == f"{owner.name}.backend" for key, _ in fix.changes):
-            changes += "".join(f" {name}.backend={spec}" for name, spec in pinned)
-        if fix.gpus != alloc.world_size:
-            nodes = -(-(used_gpus - alloc.world_size + fix.gpus) // per_node)
-            if nodes > n_nodes:
-                changes += f" cluster.n_nodes={nodes}"
         shown = ", ".join(f"{n} {e.total / GB:.1f}" for n, e in fix.need.estimates.items())
-        hint = f"this would fit: {changes} (GB per GPU: {shown})"
+        hint = f"this would fit: {fix.text()} (GB per GPU: {shown})"
         if fix.gpus != alloc.world_size:
             hint += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
         hints.append(hint)
-    resident_trainers = [m for m in members if not m.allocation.is_inference and not m.offloaded]
-    if len(members) > 1 and resident_trainers:
-        swapped = [replace(m, offloaded=True) if m in resident_trainers else m for m in members]
-        if group_need(swapped, shape).fits(budget):
-            hints.append(
-                "or ++enable_offload=true: training engines leave the GPUs while the others run"
-            )
+    offload = _offload(members, shape, budget, recheck, owner_name)
+    if offload:
+        hints.append(f"or {offload}: training engines leave the GPUs while the others run")
     if not hints:
-        hints.append(
-            f"no {alloc.backend} layout on up to 64 times the GPUs fits: use a smaller "
-            "model, LoRA, or offload"
-        )
+        if refused is not None:
+            first, why = refused
+            hints.append(
+                f"no change areal-conf tries passes the whole check: the first that fits "
+                f"memory, on {first.gpus} GPUs, is refused ({why})"
+            )
+        else:
+            hints.append(
+                f"no {alloc.backend} layout on up to 64 times the GPUs fits: use a smaller "
+                "model, LoRA, or offload"
+            )
     return AllocationError(reason, str(alloc), None, hint="; ".join(hints))
+
+
+def _offload(
+    members: list[Member],
+    shape: ModelShape,
+    budget: float,
+    recheck: Recheck | None,
+    owner: str,
+) -> str:
+    """``++enable_offload=true`` (with what the check needs besides) when offloading the
+    resident training engines makes the group fit and the check takes it; else ""."""
+    resident = [m for m in members if not m.allocation.is_inference and not m.offloaded]
+    if len(members) < 2 or not resident:
+        return ""
+    swapped = [replace(m, offloaded=True) if m in resident else m for m in members]
+    if not group_need(swapped, shape).fits(budget):
+        return ""
+    change: tuple[tuple[str, str], ...] = (("++enable_offload", "true"),)
+    if recheck is not None:
+        outcome = recheck(owner, tuple(f"{k}={v}" for k, v in change))
+        if not outcome.passed:
+            return ""
+        change += outcome.more
+    return " ".join(f"{k}={v}" for k, v in change)
+
+
+def _server_problem(member: Member, est: MemoryEstimate, where: str) -> str:
+    """Why an inference server does not fit: its weights leave no KV cache, its KV cache
+    holds less than one request, or (vLLM) its fraction is not free beside its CUDA
+    context and NCCL buffers."""
+    name, alloc = member.name, member.allocation
+    key = FRACTION_KEY[alloc.backend]
+    if est.total > est.capacity:
+        return (
+            f"{name}: {alloc} takes {est.total / GB:.1f} GB per GPU ({key} of the GPU, "
+            f"{est.reserved / GB:.1f} GB, beside its CUDA context and NCCL buffers) but "
+            f"{where}: vLLM refuses to start when that fraction of the GPU is not free"
+        )
+    fraction = member.knobs.get("mem_fraction") or DEFAULT_MEM_FRACTION[alloc.backend]
+    if est.weights >= est.reserved:
+        return (
+            f"{name}: {alloc} needs {est.weights / GB:.1f} GB of weights per GPU but "
+            f"reserves {est.reserved / GB:.1f} GB ({key} {fraction:g}; {where}): no room for "
+            "the KV cache"
+        )
+    prompt = member.knobs.get("prompt_len", 0)
+    parts = [f"train_dataset.max_length {prompt:,}"] if prompt else []
+    parts.append(f"gconfig.max_new_tokens {member.knobs.get('max_new_tokens', 16384):,}")
+    return (
+        f"{name}: {alloc} has no room for one request's KV cache: it holds "
+        f"{est.kv_cache_tokens or 0:,} tokens per instance, one request needs "
+        f"{est.request_tokens or 0:,} ({' + '.join(parts)}); its weights take "
+        f"{est.weights / GB:.1f} of the {est.reserved / GB:.1f} GB it reserves ({key} "
+        f"{fraction:g}; {where})"
+    )
 
 
 def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
@@ -257,13 +440,3 @@ def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
             "wait; more instances, a larger tp or a larger memory fraction give it more room"
         )
     return found
-
-
-def _source(memory_from: str) -> str:
-    return f" ({memory_from})" if memory_from else ""
-
-
-def _fraction_key(backend: str) -> str:
-    if backend == "sglang":
-        return "sglang.mem_fraction_static"
-    return "vllm.gpu_memory_utilization"

@@ -37,22 +37,57 @@ first pipeline stage holds ``pp`` micro-batches of ``num_layers/pp`` layers, i.e
 layers' worth. With ``pp == 1`` the output layer's fp32 logits (``4·s·V/t``) are added,
 as Megatron-LM does. MoE layers use ``f = (topk × moe_ffn + shared_ffn) / h``.
 
-Inference (sglang, vllm): weights split by ``tp×pp``; the engine reserves
-``mem_fraction × gpu_memory`` (``sglang.mem_fraction_static``,
-``vllm.gpu_memory_utilization``), and the KV cache is what the weights leave of it:
+Inference (sglang, vllm): weights split by ``tp×pp``. Each server reserves a fraction of
+a GPU (``sglang.mem_fraction_static``, ``vllm.gpu_memory_utilization``) for its weights
+and KV cache, and the KV cache is what the weights leave of it:
 ``2 (K and V) × num_layers/pp × ceil(kv_heads/tp) × head_dim × 2 bytes`` per token on each
-GPU of an instance.
+GPU of an instance. The two servers take their fraction of different things:
 
-Not modelled: CUDA context and allocator fragmentation, FSDP's transient all-gather
-buffers, communication buffers, multi-latent attention (DeepSeek's MLA is counted as
-plain attention), LoRA.
+- SGLang (0.5.10, AReaL's pin): of the memory free once the CUDA context and NCCL are up,
+  ``mem_fraction_static × (gpu_memory − cuda_context − comm_buffers)``
+  (``model_runner_kv_cache_mixin.py:171``: ``post_model_load_memory −
+  pre_model_load_memory × (1 − mem_fraction_static)``, the latter measured after
+  ``init_torch_distributed``, ``model_runner.py:999``);
+- vLLM (0.19.1): of the whole GPU, ``gpu_memory_utilization × gpu_memory``
+  (``v1/worker/utils.py:408``), which must be free once the CUDA context and NCCL are up
+  (``utils.py:412``: "Free memory on device ... is less than desired GPU memory
+  utilization").
+
+A server whose KV cache cannot hold one request (the prompt, ``train_dataset.max_length``,
+plus ``gconfig.max_new_tokens``) does not fit: with no token of room SGLang refuses to
+start ("Not enough memory. Please try to increase --mem-fraction-static",
+``model_runner_kv_cache_mixin.py:56``) and vLLM too ("No available memory for the cache
+blocks", ``v1/core/kv_cache_utils.py:627``; a KV cache smaller than ``max_model_len``,
+``kv_cache_utils.py:645``); with less room than one request, SGLang caps every request at
+what the pool holds (``max_req_len``, ``managers/tp_worker.py:301``) and cuts its
+``max_new_tokens`` to it (``managers/scheduler.py:1612``).
+
+Every process on a GPU (every engine's, except a colocated one that shares its target's
+processes, ``fork: false``) also holds:
+
+- its CUDA context, :data:`CUDA_CONTEXT_BYTES` (0.5 GB). PyTorch measured 287 MB for the
+  context of ``torch.cuda.init()`` with lazy module loading (its default since 1.13) and
+  667 MB without (pytorch/pytorch#86509); the kernels a job loads on first use (cuBLAS,
+  NCCL, attention) come on top of the lazy figure;
+- the buffers of its NCCL communicators, :func:`comm_buffer_bytes`: per communicator
+  ``channels × (LL + LL128 + SIMPLE buffer)`` with NCCL's defaults (NCCL 2.27,
+  ``src/init.cc:618-631``): LL ``8 lines × 512 threads × 8 steps × 16 B`` = 512 KiB, LL128
+  ``120 × 640 threads × 8 steps × 8 B`` = 4.69 MiB, SIMPLE ``NCCL_BUFFSIZE`` = 4 MiB, so
+  9.63 MB per channel (a ring connection: a rank receives from one peer per channel), and
+  :data:`NCCL_CHANNELS` = 16 channels (NCCL's choice on an 8-GPU H800 node,
+  NVIDIA/nccl#892: "16 coll channels"). A communicator is a process group of more than
+  one rank that the layout's collectives use (:func:`communicators`).
+
+Not modelled: allocator fragmentation, FSDP's transient all-gather buffers, activations
+and CUDA graphs of inference servers (the part of the GPU their fraction leaves),
+multi-latent attention (DeepSeek's MLA is counted as plain attention), LoRA.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from areal_conf.allocation import ModelAllocation
@@ -61,7 +96,36 @@ from areal_conf.model_shape import ModelShape, model_shape
 
 GB: Final = 1e9  # the papers' unit, and cluster.gpu_memory_gb's
 
-TERMS: Final = ("weights", "grads", "optimizer", "activations", "kv_cache")
+TERMS: Final = (
+    "weights",
+    "grads",
+    "optimizer",
+    "activations",
+    "kv_cache",
+    "cuda_context",
+    "comm_buffers",
+)
+#: The terms every process holds, whatever its engine does.
+PROCESS_TERMS: Final = ("cuda_context", "comm_buffers")
+#: How a term is named in text (the others by their name, ``_`` as a blank).
+LABELS: Final = {
+    "kv_cache": "KV cache",
+    "cuda_context": "CUDA context",
+    "comm_buffers": "NCCL buffers",
+}
+
+#: One process's CUDA context (see the module's docstring for the measurements).
+CUDA_CONTEXT_BYTES: Final = 0.5 * 1e9
+#: NCCL's buffers per channel of one communicator with its default sizes (NCCL 2.27,
+#: src/init.cc:618-631, src/include/device.h): LL, LL128 and SIMPLE (NCCL_BUFFSIZE).
+NCCL_BUFFERS_PER_CHANNEL: Final = (8 * 512 * 8 * 16) + (120 * 640 * 8 * 8) + (1 << 22)
+#: Channels per communicator (NCCL on an 8-GPU H800 node, NVIDIA/nccl#892).
+NCCL_CHANNELS: Final = 16
+#: The highest memory fraction a fix proposes for an inference server: it leaves 5% of
+#: the GPU for the server's activations and CUDA graphs.
+MAX_MEM_FRACTION: Final = 0.95
+#: Halving tokens (a micro-batch, a response) in a fix stops at this many.
+MIN_FIX_TOKENS: Final = 1024
 
 # AReaL's defaults (areal/api/cli_args.py): SGLangConfig.mem_fraction_static and
 # vLLMConfig.gpu_memory_utilization are both 0.9.
@@ -90,9 +154,11 @@ Recompute = Literal["none", "full"]
 class MemoryEstimate:
     """Bytes on an engine's most loaded GPU; ``total`` is what the engine takes there.
 
-    For inference, ``total`` is the memory the engine reserves and ``kv_cache`` is what
-    its weights leave of it; ``kv_cache_tokens`` tokens fit (``kv_cache_sequences``
-    full-length sequences) against ``kv_cache_tokens_needed`` that the config asks for.
+    Every engine's process holds ``cuda_context`` and ``comm_buffers`` (NCCL). For
+    inference, ``total`` is those plus the memory the server reserves (``reserved``), and
+    ``kv_cache`` is what its weights leave of the reserve; ``kv_cache_tokens`` tokens fit
+    (``kv_cache_sequences`` full-length sequences) against ``kv_cache_tokens_needed`` that
+    the config asks for, and one request needs ``request_tokens``.
     """
 
     weights: float
@@ -107,12 +173,24 @@ class MemoryEstimate:
     kv_cache_sequences: int | None = None
     kv_cache_tokens_needed: int | None = None
     notes: tuple[str, ...] = field(default=())
+    cuda_context: float = 0.0
+    comm_buffers: float = 0.0
+    request_tokens: int | None = None
+
+    @property
+    def reserved(self) -> float:
+        """What an inference server reserves for its weights and KV cache."""
+        return self.total - self.cuda_context - self.comm_buffers
 
     @property
     def fits(self) -> bool:
+        """It fits the GPU; an inference server also has room for one request's KV cache
+        (at least one token)."""
+        if self.total > self.capacity:
+            return False
         if self.kind == "inference":
-            return self.weights < self.total <= self.capacity
-        return self.total <= self.capacity
+            return (self.kv_cache_tokens or 0) >= max(1, self.request_tokens or 0)
+        return True
 
     def biggest(self) -> tuple[str, float]:
         """The largest term that uses memory (the KV cache of inference is what is left)."""
@@ -125,26 +203,35 @@ class MemoryEstimate:
         return {t: round(getattr(self, t) / GB, 2) for t in (*TERMS, "total")}
 
     def breakdown(self) -> str:
-        """``weights 17.6 + grads 35.3 + ... = 123.4 GB``, the terms that are not zero."""
-        if self.kind == "inference":
-            text = (
-                f"reserves {self.total / GB:.1f} GB: weights {self.weights / GB:.1f} + "
-                f"KV cache {self.kv_cache / GB:.1f} GB"
-            )
-            if self.kv_cache_tokens is not None:
-                text += f" ({self.kv_cache_tokens:,} tokens"
-                if self.kv_cache_sequences is not None:
-                    text += f", {self.kv_cache_sequences:,} full-length sequences"
-                text += ")"
-            if self.kv_cache_tokens_needed is not None:
-                text += f"; the config asks for {self.kv_cache_tokens_needed:,} tokens"
-            return text
+        """``weights 17.6 + grads 35.3 + ... + CUDA context 0.5 + NCCL buffers 0.2 = 123.4
+        GB``, the terms that are not zero; for inference, the reserve and what is
+        beside it."""
         parts = [
-            f"{name.replace('_', ' ')} {getattr(self, name) / GB:.1f}"
+            f"{term_label(name)} {getattr(self, name) / GB:.1f}"
             for name in TERMS
-            if getattr(self, name)
+            if getattr(self, name) and (self.kind != "inference" or name in PROCESS_TERMS)
         ]
-        return " + ".join(parts) + f" = {self.total / GB:.1f} GB"
+        if self.kind != "inference":
+            return " + ".join(parts) + f" = {self.total / GB:.1f} GB"
+        text = (
+            f"reserves {self.reserved / GB:.1f} GB: weights {self.weights / GB:.1f} + "
+            f"KV cache {self.kv_cache / GB:.1f} GB"
+        )
+        if self.kv_cache_tokens is not None:
+            text += f" ({self.kv_cache_tokens:,} tokens"
+            if self.kv_cache_sequences is not None:
+                text += f", {self.kv_cache_sequences:,} full-length sequences"
+            text += ")"
+        if parts:
+            text += f", beside {' + '.join(parts)}: {self.total / GB:.1f} GB"
+        if self.kv_cache_tokens_needed is not None:
+            text += f"; the config asks for {self.kv_cache_tokens_needed:,} tokens"
+        return text
+
+
+def term_label(name: str) -> str:
+    """A term of :class:`MemoryEstimate` as text: ``CUDA context``, ``grads``."""
+    return LABELS.get(name, name.replace("_", " "))
 
 
 def dtype_bytes(name: str) -> int:
@@ -265,6 +352,40 @@ def activation_bytes_per_layer(
     return sbh * (10 + (8 + 4 * f) / tp) + scores
 
 
+# -- what every process holds --------------------------------------------------------
+
+
+def communicators(allocation: ModelAllocation, moe: bool = False) -> int:
+    """The NCCL communicators one rank of ``allocation`` belongs to: one per process group
+    of more than one rank that its collectives use, a group with the same ranks as
+    another counted once.
+
+    Training: tensor (t), context (c) and pipeline (p) parallel groups, the data-parallel
+    group of gradient reduction (d×c), the world (the default group); a MoE model
+    (``moe``) adds the expert all-to-all group (ep > 1) and the expert data-parallel group
+    when it is not the d×c group (ep > 1 or etp ≠ tp). Inference, per server instance:
+    its t and p groups and the instance's world.
+    """
+    p = allocation.parallel
+    sizes = {"d": p.dp_size, "c": p.cp_size, "t": p.tp_size, "p": p.pp_size}
+    if allocation.is_inference:
+        groups: tuple[str, ...] = ("t", "p", "tp")
+    else:
+        groups = ("t", "c", "p", "dc", "dctp")
+    distinct = {frozenset(d for d in group if sizes[d] > 1) for group in groups} - {frozenset()}
+    count = len(distinct)
+    if moe and not allocation.is_inference:
+        count += p.ep_size > 1
+        count += p.edp_size > 1 and (p.ep_size > 1 or p.etp_size != p.tp_size)
+    return count
+
+
+def comm_buffer_bytes(allocation: ModelAllocation, moe: bool = False) -> float:
+    """NCCL's buffers on one GPU of ``allocation``: :func:`communicators` ×
+    :data:`NCCL_CHANNELS` × :data:`NCCL_BUFFERS_PER_CHANNEL`."""
+    return float(communicators(allocation, moe) * NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL)
+
+
 # -- the estimate ----------------------------------------------------------------------
 
 
@@ -288,6 +409,7 @@ def estimate(
     max_concurrent_rollouts: int | None = None,
     prompt_len: int = 0,
     max_new_tokens: int = 16384,
+    own_process: bool = True,
 ) -> MemoryEstimate:
     """Bytes per GPU of one engine on its most loaded GPU.
 
@@ -316,7 +438,9 @@ def estimate(
     - ``gpu_memory_gb``: ``cluster.gpu_memory_gb`` (80);
     - ``max_concurrent_rollouts``, ``prompt_len`` (``train_dataset.max_length``),
       ``max_new_tokens`` (``gconfig.max_new_tokens``, default 16384): the KV cache the
-      config asks for.
+      config asks for, and one request's (``prompt_len + max_new_tokens``);
+    - ``own_process``: False for an engine that runs in another engine's processes (a
+      colocated engine with ``fork: false``): no CUDA context or NCCL buffers of its own.
     """
     alloc = _allocation(allocation_or_spec)
     if isinstance(model, ModelShape):
@@ -334,6 +458,8 @@ def estimate(
             "num_attention_heads, ffn_hidden_size and vocab_size",
         )
     capacity = gpu_memory_gb * GB
+    context = CUDA_CONTEXT_BYTES if own_process else 0.0
+    comm = comm_buffer_bytes(alloc, shape.is_moe) if own_process else 0.0
     if alloc.is_inference:
         return _inference(
             alloc,
@@ -344,6 +470,8 @@ def estimate(
             prompt_len,
             max_new_tokens,
             dtype,
+            context,
+            comm,
         )
     p = alloc.parallel
     tp, pp, cp = p.tp_size, p.pp_size, p.cp_size
@@ -410,7 +538,7 @@ def estimate(
             trainable,
             1 if is_critic else shape.vocab_size,
         )
-    total = weights + grads + optimizer + activations
+    total = weights + grads + optimizer + activations + context + comm
     return MemoryEstimate(
         weights,
         grads,
@@ -421,6 +549,8 @@ def estimate(
         capacity,
         "training" if trainable else "forward",
         notes=tuple(notes),
+        cuda_context=context,
+        comm_buffers=comm,
     )
 
 
@@ -474,6 +604,8 @@ def _inference(
     prompt_len: int,
     max_new_tokens: int,
     dtype: str,
+    context: float,
+    comm: float,
 ) -> MemoryEstimate:
     p = alloc.parallel
     tp, pp = p.tp_size, p.pp_size
@@ -489,7 +621,10 @@ def _inference(
         )
     weight_bytes = dtype_bytes(dtype)
     weights = split_parameters(m, tp, pp, tp, 1, experts_by_tp=True).total * weight_bytes
-    reserved = fraction * capacity
+    if alloc.backend == "sglang":  # a fraction of what is free once context and NCCL are up
+        reserved = fraction * max(0.0, capacity - context - comm)
+    else:  # vLLM: a fraction of the whole GPU
+        reserved = fraction * capacity
     kv = max(0.0, reserved - weights)
     per_token = kv_bytes_per_token(m, tp, pp, dtype)
     tokens = int(kv // per_token)
@@ -504,12 +639,15 @@ def _inference(
         0.0,
         0.0,
         kv,
-        reserved,
+        context + comm + reserved,
         capacity,
         "inference",
         kv_cache_tokens=tokens,
         kv_cache_sequences=sequences,
         kv_cache_tokens_needed=needed,
+        cuda_context=context,
+        comm_buffers=comm,
+        request_tokens=seq,
     )
 
 
@@ -532,6 +670,15 @@ def _allocation(value: ModelAllocation | str) -> ModelAllocation:
 
 
 # -- engines sharing GPUs, and fixes ----------------------------------------------------
+
+#: The key of an inference server's memory fraction in AReaL's config
+#: (``SGLangConfig.mem_fraction_static``, ``vLLMConfig.gpu_memory_utilization``).
+FRACTION_KEY: Final = {
+    "sglang": "sglang.mem_fraction_static",
+    "vllm": "vllm.gpu_memory_utilization",
+}
+#: Where a fix changes the length of a response.
+MAX_NEW_TOKENS_KEY: Final = "gconfig.max_new_tokens"
 
 
 @dataclass(frozen=True)
@@ -568,23 +715,42 @@ def group_need(
     layout: ModelAllocation | None = None,
     change: Mapping[str, Any] | None = None,
 ) -> GroupNeed:
-    """Estimate every member (with the owner's ``layout`` and the knob ``change`` for
-    training members, when given) and add them up as they share the GPUs."""
+    """Estimate every member (with the owner's ``layout`` and the knobs of ``change``,
+    when given) and add them up as they share the GPUs.
+
+    A knob of ``change`` reaches the members it is for: ``recompute`` and
+    ``tokens_per_microbatch`` the training ones, ``max_new_tokens`` the inference ones,
+    ``mem_fraction`` (a pair: backend, fraction) the inference ones of that backend.
+    """
     estimates: dict[str, MemoryEstimate] = {}
     resident = 0.0
     swapped = 0.0
     for m in members:
         alloc = _follow(m, layout)
-        knobs = dict(m.knobs)
-        if change and not alloc.is_inference:
-            knobs.update(change)  # recompute is ignored by engines that do not train
-        est = estimate(alloc, m.shape or shape, **knobs)
+        est = estimate(alloc, m.shape or shape, **_changed(m.knobs, alloc, change or {}))
         estimates[m.name] = est
         if m.offloaded:
             swapped = max(swapped, est.total)
         else:
             resident += est.total
     return GroupNeed(estimates, resident + swapped)
+
+
+def _changed(
+    knobs: Mapping[str, Any], alloc: ModelAllocation, change: Mapping[str, Any]
+) -> dict[str, Any]:
+    out = dict(knobs)
+    for key, value in change.items():
+        if key == "mem_fraction":
+            backend, fraction = value
+            if alloc.backend == backend:
+                out[key] = fraction
+        elif key == "max_new_tokens":
+            if alloc.is_inference:
+                out[key] = value
+        elif not alloc.is_inference:  # recompute is ignored by engines that do not train
+            out[key] = value
+    return out
 
 
 def _follow(m: Member, layout: ModelAllocation | None) -> ModelAllocation:
@@ -617,7 +783,35 @@ class Fix:
     gpus: int
 
     def text(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.changes)
+        """The changes as one shell line of Hydra overrides: a value that is text (a
+        layout) written so that Hydra reads it back as it is (a hybrid layout quoted);
+        ``true`` and numbers as they are."""
+        from areal_conf.overrides import hydra_value, shell_quote
+
+        def value(v: str) -> str:
+            return (
+                v if v in ("true", "false") or v.replace(".", "", 1).isdigit() else hydra_value(v)
+            )
+
+        return " ".join(shell_quote(f"{k}={value(v)}") for k, v in self.changes)
+
+    def overrides(self) -> tuple[str, ...]:
+        """The changes as Hydra overrides, ``key=value``."""
+        return tuple(f"{k}={v}" for k, v in self.changes)
+
+    def plus(self, more: Sequence[tuple[str, str]]) -> Fix:
+        """The same fix with ``more`` changes after its own."""
+        return replace(self, changes=(*self.changes, *more))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the check that a fix must pass said of one: ``fix`` is the candidate (with
+    any changes it needed besides) when it passes, None when not; ``final``: refused, and
+    no other candidate would pass either."""
+
+    fix: Fix | None
+    final: bool = False
 
 
 def find_fix(
@@ -627,12 +821,53 @@ def find_fix(
     budget: float,
     n_gpus_per_node: int,
     max_factor: int = 64,
+    accept: Callable[[Fix], Verdict] | None = None,
 ) -> Fix | None:
-    """The first change, least disruptive first, after which the group fits ``budget``
-    bytes per GPU: recomputation; another layout of the owner on the same GPUs (more tp
-    or pp, first in layout order); fewer tokens per micro-batch (halved down to 1024);
-    then layouts on 2, 3, ... ``max_factor`` times the GPUs. Each layout is tried as it
-    is, then with recomputation. None when nothing tried fits.
+    """The first of :func:`fix_candidates` that ``accept`` passes (by default the first
+    candidate): the change, least disruptive first, after which the group fits ``budget``
+    bytes per GPU and which the rest of the check takes. None when nothing tried passes.
+
+    On more GPUs than the group has, a refused candidate ends the candidates on that many
+    GPUs, and refusals on ``n_gpus_per_node`` GPU counts in a row end the search: among
+    that many consecutive multiples of the group's GPUs one is a whole number of nodes,
+    all that AReaL's Slurm scheduler asks, so further counts are refused for a reason
+    more GPUs do not remove (the machine of the local scheduler).
+    """
+    gpus = members[0].allocation.world_size
+    refused: list[int] = []  # the GPU counts refused, in order
+    for fix in fix_candidates(
+        members, shape, budget=budget, n_gpus_per_node=n_gpus_per_node, max_factor=max_factor
+    ):
+        if refused and fix.gpus == refused[-1]:
+            continue
+        verdict = accept(fix) if accept is not None else Verdict(fix)
+        if verdict.fix is not None:
+            return verdict.fix
+        if verdict.final:
+            return None
+        if fix.gpus != gpus:
+            refused.append(fix.gpus)
+            if len(refused) >= max(1, n_gpus_per_node):
+                return None
+    return None
+
+
+def fix_candidates(
+    members: list[Member],
+    shape: ModelShape,
+    *,
+    budget: float,
+    n_gpus_per_node: int,
+    max_factor: int = 64,
+) -> Iterator[Fix]:
+    """Every change after which the group fits ``budget`` bytes per GPU, least disruptive
+    first: recomputation; a memory fraction of a server without room for one request's
+    KV cache (the nearest in steps of 0.01, at most :data:`MAX_MEM_FRACTION`); another
+    layout of the owner on the same GPUs (more tp or pp, in layout order); fewer tokens
+    per micro-batch (halved down to :data:`MIN_FIX_TOKENS`); for a server without room
+    for one request, shorter responses (``gconfig.max_new_tokens`` halved, as far); then
+    layouts on 2, 3, ...
+    ``max_factor`` times the GPUs. Each layout is tried as it is, then with recomputation.
     """
     from areal_conf.all_layouts import layouts
     from areal_conf.parser import parse_backend
@@ -644,6 +879,8 @@ def find_fix(
     recompute = {"recompute": "full"}
     needs_recompute = [m for m in trainers if m.knobs.get("recompute", "none") != "full"]
     tries: list[dict[str, Any]] = [{}] + ([recompute] if needs_recompute else [])
+    now = group_need(members, shape)
+    servers = [m for m in members if m.allocation.is_inference and not now.estimates[m.name].fits]
     model = {
         "num_layers": shape.num_layers,
         "num_attention_heads": shape.num_attention_heads,
@@ -668,11 +905,10 @@ def find_fix(
                 out.append((f"{m.name}.backend", str(new)))
         return tuple(out)
 
-    def first_layout(gpus: int) -> Fix | None:
-        """The first layout on ``gpus`` GPUs (layout order: pp, tp, cp ascending) that
-        fits, each tried as it is and then with recomputation."""
-        specs = layouts(owner.backend, gpus, model=model, max_tp=n_gpus_per_node)
-        for spec in specs:
+    def layouts_on(gpus: int) -> Iterator[Fix]:
+        """The layouts on ``gpus`` GPUs (layout order: pp, tp, cp ascending) that fit,
+        each as it is or else with recomputation."""
+        for spec in layouts(owner.backend, gpus, model=model, max_tp=n_gpus_per_node):
             layout = parse_backend(spec)
             if layout == owner:
                 continue
@@ -682,29 +918,51 @@ def find_fix(
             for change in tries:
                 need = group_need(members, shape, layout, change)
                 if need.fits(budget):
-                    return Fix((*overrides, *extra(change)), need, gpus)
-        return None
+                    yield Fix((*overrides, *extra(change)), need, gpus)
+                    break
 
     gpus = owner.world_size
     if needs_recompute:
         need = group_need(members, shape, None, recompute)
         if need.fits(budget):
-            return Fix(extra(recompute), need, gpus)
-    fix = first_layout(gpus)
-    if fix is not None:
-        return fix
+            yield Fix(extra(recompute), need, gpus)
+    for backend in dict.fromkeys(m.allocation.backend for m in servers):
+        yield from _fraction_fixes(members, shape, budget, backend, gpus)
+    yield from layouts_on(gpus)
     if trainers:
         tokens = trainers[0].knobs.get("tokens_per_microbatch") or shape.max_seq_len
         for change in tries:
             t = tokens
-            while t is not None and t > 1024:
+            while t is not None and t > MIN_FIX_TOKENS:
                 t //= 2
                 need = group_need(members, shape, None, {**change, "tokens_per_microbatch": t})
                 if need.fits(budget):
                     mb = tuple((f"++{m.name}.mb_spec.max_tokens_per_mb", str(t)) for m in trainers)
-                    return Fix((*mb, *extra(change)), need, gpus)
+                    yield Fix((*mb, *extra(change)), need, gpus)
+                    break
+    if servers:
+        t = int(servers[0].knobs.get("max_new_tokens", 16384))
+        while t > MIN_FIX_TOKENS:
+            t //= 2
+            need = group_need(members, shape, None, {"max_new_tokens": t})
+            if need.fits(budget):
+                yield Fix(((MAX_NEW_TOKENS_KEY, str(t)),), need, gpus)
+                break
     for factor in range(2, max_factor + 1):
-        fix = first_layout(gpus * factor)
-        if fix is not None:
-            return fix
-    return None
+        yield from layouts_on(gpus * factor)
+
+
+def _fraction_fixes(
+    members: list[Member], shape: ModelShape, budget: float, backend: str, gpus: int
+) -> Iterator[Fix]:
+    """The memory fraction of ``backend``'s servers nearest to theirs, in hundredths up
+    to :data:`MAX_MEM_FRACTION` (higher first, then lower), with which the group fits."""
+    server = next(m for m in members if m.allocation.backend == backend)
+    current = server.knobs.get("mem_fraction") or DEFAULT_MEM_FRACTION[backend]
+    top = round(MAX_MEM_FRACTION * 100)
+    now = round(current * 100)
+    for hundredths in [*range(now + 1, top + 1), *range(min(now - 1, top), 0, -1)]:
+        need = group_need(members, shape, None, {"mem_fraction": (backend, hundredths / 100)})
+        if need.fits(budget):
+            yield Fix(((FRACTION_KEY[backend], f"{hundredths / 100:g}"),), need, gpus)
+            return

@@ -613,7 +613,9 @@ def read_cluster(cfg: Any) -> Cluster:
             )
         values.append(value)
     gb = read_value(cluster, "gpu_memory_gb", "cluster.gpu_memory_gb")
-    if gb is not None and (isinstance(gb, bool) or not isinstance(gb, int | float) or gb <= 0):
+    if gb is not None and (
+        isinstance(gb, bool) or not isinstance(gb, int | float) or not 0 < gb < float("inf")
+    ):
         raise AllocationError(
             f"cluster.gpu_memory_gb: must be a positive number of GB (10^9 bytes), got {gb!r}",
             gb,

@@ -12,7 +12,10 @@ A new AReaL version is a new list here (and a row of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import copy
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from areal_conf import areal2_rules as v2
@@ -25,6 +28,7 @@ from areal_conf.checks import (
     check_kinds,
     check_teacher_layout_1_0,
     colocate,
+    gpu_memory,
     parse_all,
     pasteable,
     place_engines,
@@ -32,8 +36,15 @@ from areal_conf.checks import (
     read_model,
 )
 from areal_conf.errors import AllocationError
+from areal_conf.fit import Outcome, Recheck
 from areal_conf.plan import Plan
-from areal_conf.reading import EngineSection, RunConfig, read_allocation_mode, read_config
+from areal_conf.reading import (
+    EngineSection,
+    RunConfig,
+    is_null,
+    read_allocation_mode,
+    read_config,
+)
 from areal_conf.settings import Settings, default_settings
 
 Step = Callable[[Context], None]
@@ -140,12 +151,156 @@ def validate(
             raise err if run is None else err.with_hint(pasteable(err.hint, run)) from None
     run = read_config(cfg, choice.rules)
     ctx = Context(run, choice, settings)
-    try:
-        for check in CHECKS[choice.version]:
-            check.run(ctx)
-    except AllocationError as err:
-        raise err.with_hint(pasteable(err.hint, run)) from None
+    ctx.recheck = _rechecker(cfg, ctx)
+    failed = _run_checks(ctx)
+    if failed is not None:
+        error = failed[1]
+        raise error.with_hint(pasteable(error.hint, run)) from None
     return ctx.plan()
+
+
+def _run_checks(ctx: Context, *, until: str = "") -> tuple[Check, AllocationError] | None:
+    """Run the version's checks in order (up to the one with id ``until``, when given);
+    the first that fails and its error, or None."""
+    for check in CHECKS[ctx.choice.version]:
+        try:
+            check.run(ctx)
+        except AllocationError as err:
+            return check, err
+        if check.id == until:
+            break
+    return None
+
+
+def _rechecker(cfg: Any, outer: Context) -> Recheck:
+    """The whole check again (up to memory, which is the last that can refuse), on
+    ``cfg`` with a fix's overrides, for the memory check of ``outer`` to print only the
+    fixes that pass it. The GPU's memory is the one the fix was made for, given: what
+    does not fit is an error there even when ``outer`` only warns.
+
+    A recheck that fails because another group of engines does not fit takes that
+    group's own fix (found by the same means) as part of this one; when that group has
+    none, no other fix of this group can pass either.
+    """
+
+    def recheck(owner: str, overrides: tuple[str, ...]) -> Outcome:
+        gb, source, _ = gpu_memory(outer)
+        settings = replace(outer.settings, gpu_memory_gb=gb, gpu_memory_from=source)
+        edited = with_overrides(cfg, overrides)
+        try:
+            run = read_config(edited, outer.choice.rules)
+        except AllocationError as err:
+            return Outcome(False, reason=err.reason)
+        ctx = Context(run, outer.choice, settings, fixing=(*outer.fixing, owner))
+        ctx.recheck = _rechecker(edited, ctx)
+        failed = _run_checks(ctx, until="memory")
+        if failed is None:
+            return Outcome(True)
+        check, error = failed
+        memory = ctx.memory
+        if check.id == "memory" and memory is not None and memory.owner not in ctx.fixing:
+            if memory.fix:
+                return Outcome(True, more=memory.fix)
+            return Outcome(False, reason=error.reason, final=True)
+        return Outcome(False, reason=error.reason)
+
+    return recheck
+
+
+#: Values Hydra's override grammar reads as a whole number, or as a float.
+_INTEGER: Final = re.compile(r"[+-]?\d+")
+_NUMBER: Final = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
+    """``cfg`` with the overrides ``key=value`` (or ``++key=value``) applied as Hydra's
+    ``++`` applies them: the key set, or added where it is absent. A value is read as
+    Hydra reads a plain one (``true``, ``false``, ``null``, a number, else text). An
+    OmegaConf config is copied whole (with the config it is a section of), so that its
+    interpolations of a changed key follow the new value; another mapping is seen through
+    a view with the keys set. ``cfg`` itself is not changed."""
+    omegaconf = callable(getattr(cfg, "_set_flag", None))
+    root = _omegaconf_copy(cfg) if omegaconf else cfg
+    for item in overrides:
+        key, _, text = item.partition("=")
+        parts = key.lstrip("+").split(".")
+        value = _plain_value(text)
+        if omegaconf:
+            _set_in_node(root, parts, value)
+        else:
+            root = _set_in_copy(root, parts, value)
+    return root
+
+
+def _omegaconf_copy(node: Any) -> Any:
+    """A copy of an OmegaConf config node with the whole config it belongs to (a section
+    such as ``cfg.areal`` too), so that interpolations from the top (``${areal.actor.x}``)
+    read the copy."""
+    top = node._get_root()
+    if top is node:
+        return copy.deepcopy(node)
+    found = copy.deepcopy(top)
+    for part in node._get_full_key(None).split("."):
+        found = found._get_node(part)
+    return found
+
+
+def _plain_value(text: str) -> Any:
+    words = {"true": True, "false": False, "null": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if _NUMBER.fullmatch(text):
+        return float(text)
+    return text
+
+
+def _set_in_copy(node: Any, parts: list[str], value: Any) -> Mapping[str, Any]:
+    """``node`` (a mapping, or None) with ``parts`` set to ``value``, as a view."""
+    base = node if isinstance(node, Mapping) else None
+    if len(parts) == 1:
+        return _Overlay(base, {parts[0]: value})
+    child = base.get(parts[0]) if base is not None and parts[0] in base.keys() else None  # noqa: SIM118
+    return _Overlay(base, {parts[0]: _set_in_copy(child, parts[1:], value)})
+
+
+class _Overlay(Mapping[str, Any]):
+    """A read-only view of a mapping with some keys set: what is not set is read from
+    the mapping when asked for (an interpolation only the application resolves is left
+    alone, as :mod:`areal_conf.reading` leaves it)."""
+
+    def __init__(self, base: Mapping[str, Any] | None, changes: Mapping[str, Any]) -> None:
+        self._base = base
+        self._changes = dict(changes)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._changes:
+            return self._changes[key]
+        if self._base is None or key not in self._base.keys():  # noqa: SIM118
+            raise KeyError(key)
+        return self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        keys = [str(k) for k in self._base.keys()] if self._base is not None else []  # noqa: SIM118
+        return iter([*keys, *(k for k in self._changes if k not in keys)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+def _set_in_node(node: Any, parts: list[str], value: Any) -> None:
+    """Set a key in an OmegaConf node as ``OmegaConf.update(..., force_add=True)`` does:
+    each node on the way opened for new keys, a missing or null section created."""
+    for part in parts[:-1]:
+        node._set_flag("struct", False)
+        child = node.get(part) if part in node.keys() else None  # noqa: SIM118
+        if not isinstance(child, Mapping) or is_null(child):
+            node[part] = {}
+            child = node[part]
+        node = child
+    node._set_flag("struct", False)
+    node[parts[-1]] = value
 
 
 def check_allocation_mode(

@@ -12,9 +12,9 @@ import functools
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -131,3 +131,32 @@ def job_dirs(sweep_dir: Path) -> list[str]:
     if not sweep_dir.exists():
         return []
     return sorted(p.name for p in sweep_dir.iterdir() if p.is_dir())
+
+
+def with_overrides(cfg: Any, overrides: Sequence[str]) -> DictConfig:
+    """``cfg`` (a mapping or a DictConfig, not changed) with Hydra ``overrides`` applied
+    as Hydra applies a command line's: ``key=value`` sets a key the config has (and fails
+    for one it lacks), ``+key`` adds one, ``++key`` adds or sets. Hydra's own parser and
+    override application, on a copy in struct mode as Hydra composes it."""
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import DictConfig, OmegaConf
+
+    config = copy.deepcopy(cfg) if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    OmegaConf.set_struct(config, True)
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    ConfigLoaderImpl._apply_overrides_to_config(parsed, config)
+    return config
+
+
+def fixes_in(hint: str) -> list[list[str]]:
+    """The overrides of each fix a memory error's hint gives: ``this would fit: <overrides>
+    (GB per GPU: ...)`` and ``or <overrides>: training engines leave the GPUs ...``."""
+    import re
+    import shlex
+
+    found = [shlex.split(m) for m in re.findall(r"this would fit: (.*?) \(GB per GPU", hint)]
+    found += [shlex.split(m) for m in re.findall(r"(?:^|; )or (\+\+enable_offload=\S*.*?): ", hint)]
+    return found

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from _helpers import ROOT
+from _helpers import ROOT, with_overrides
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, check_command, parse_backend, validate
@@ -221,3 +221,215 @@ def test_every_link_within_the_page_names_one_of_its_headings() -> None:
     links = re.findall(r"\]\(#([^)]+)\)", text)
     assert links
     assert sorted(set(links) - anchors) == []
+
+
+# -- every fix made of overrides passes the check ------------------------------------------
+
+#: One Hydra override as a hint writes it (not an environment variable: upper-case keys).
+_AN_OVERRIDE = re.compile(r"(\+\+|\+)?(?![A-Z0-9_]+=)[A-Za-z_][\w.]*=[^\s<>]+")
+#: A remark in parentheses after a blank (a hybrid layout's parentheses follow a colon).
+_REMARK = re.compile(r"\s\((?:[^()]|\([^()]*\))*\)")
+
+
+def _all_overrides(text: str) -> bool:
+    return bool(text.split()) and all(_AN_OVERRIDE.fullmatch(t) for t in text.split())
+
+
+def hint_fixes(entry: Entry) -> list[tuple[str, ...]]:
+    """The fixes a catalogue entry's hint gives as overrides: each alternative (split at
+    "; ", ", or ", " or ") that, without remarks in parentheses, a leading "or", "e.g."
+    or "this would fit:", and a lead-in or an explanation around ": ", is nothing but
+    ``key=value`` / ``+key=value`` / ``++key=value``. A hint whose alternatives are
+    sentences gives none."""
+    hint = " ".join(line[6:] for line in entry.message.split("\n") if line.startswith("hint: "))
+    fixes: list[tuple[str, ...]] = []
+    for part in re.split(r"; or |, or |; | or ", hint):
+        text = re.sub(r"^(or |e\.g\. |this would fit: )+", "", _REMARK.sub("", part).strip())
+        lead, _, after = text.rpartition(": ")
+        before = text.partition(": ")[0]
+        if lead and _all_overrides(after):
+            text = after
+        elif before != text and _all_overrides(before):
+            text = before
+        try:
+            tokens = tuple(shlex.split(text))
+        except ValueError:  # an apostrophe in a sentence
+            continue
+        if tokens and all(_AN_OVERRIDE.fullmatch(t) for t in tokens):
+            fixes.append(tokens)
+    return fixes
+
+
+def _check_with(entry: Entry, overrides: tuple[str, ...]) -> None:
+    """The entry's check again, with ``overrides`` applied as a user applies them: on the
+    AReaL command line for a command entry, as Hydra's overrides of the YAML else."""
+    if entry.kind == "command":
+        check_command([*shlex.split(entry.source), *overrides], cwd=COMMANDS_DIR)
+        return
+    cfg = OmegaConf.create(entry.source)
+    if entry.with_schema:
+        from areal_conf.config import schema_node
+
+        cfg = OmegaConf.merge(schema_node(), cfg)
+    validate(with_overrides(cfg, overrides), areal_version=entry.areal_version)
+
+
+#: Entries whose hint gives no fix made of overrides, and why.
+_LAYOUT = "it names the sizes to use in the backend string, not a whole override"
+_SENTENCE = "it says in words what to change, several ways (an override in it is an example)"
+_AND_MORE = "the override in it is an example; the fix also removes or rewrites what is wrong"
+_YAML = "the fix is YAML (a list, or a section moved), which a hint writes as YAML"
+_COMMAND = "the fix is to the command line itself (--config, the driver, quoting, sweep)"
+_VALUES = "it lists the values to choose from"
+PROSE_HINTS: dict[str, str] = {
+    "A backend string error in a config": _LAYOUT,
+    "allocation_mode that cannot be translated": _AND_MORE,
+    "A role that is not a section": _AND_MORE,
+    "Required backend not set": _SENTENCE,
+    "Nothing to inherit": _SENTENCE,
+    "The config builds no engine": _SENTENCE,
+    "Wrong kind of backend for the role": _VALUES,
+    "An allocation node that is set": _AND_MORE,
+    "A misspelt key of an engine section": _AND_MORE,
+    "A value that cannot be resolved": _AND_MORE,
+    "Unknown scheduling type": _VALUES,
+    "Cluster larger than 2**20 GPUs": _SENTENCE,
+    "Not enough GPUs": _SENTENCE,
+    "Inference instance larger than a node but not whole nodes": _LAYOUT,
+    "Unknown key in the model section": _AND_MORE,
+    "Model value that is not a positive integer": _SENTENCE,
+    "Layout breaks a model rule": _LAYOUT,
+    "Layout breaks several model rules": _LAYOUT,
+    "Layout splits key-value heads": _LAYOUT,
+    "Context parallelism splits attention heads": _LAYOUT,
+    "Expert parallelism on a dense model": _LAYOUT,
+    "More pipeline stages than layers": _LAYOUT,
+    "model.hf_config file not found": _SENTENCE,
+    "cluster.gpu_memory_gb out of range": _SENTENCE,
+    "A flat 1.0 teacher": _YAML,
+    "The teacher's subsection is missing": _SENTENCE,
+    "scheduling_spec with no entry": _YAML,
+    "scheduling_spec with three entries": _YAML,
+    "Two scheduling_spec entries on controller v2": _YAML,
+    "Two scheduling_spec entries for more than two workers": _YAML,
+    "scheduling_spec that is not a list": _YAML,
+    "optimizer_dtype that AReaL does not accept": _VALUES,
+    "dtype that AReaL does not accept": _VALUES,
+    "Weight update mode that controller v1 does not know": _VALUES,
+    "A teacher with the wrong kind of backend": _VALUES,
+    "More GPUs than the machine has": _SENTENCE,
+    "An instance larger than the machine": _SENTENCE,
+    "A worker that does not divide a node": _LAYOUT,
+    "A v1 inference instance larger than a node": _SENTENCE,
+    "A worker over a node but not whole nodes": _LAYOUT,
+    "A v2 instance larger than a node but not whole nodes": _LAYOUT,
+    "AWEX with an engine in between": _SENTENCE,
+    "allocation_mode that the engines already say": _AND_MORE,
+    "A 2.0 teacher under AReaL 1.0's rules": _AND_MORE,
+    "No --config": _COMMAND,
+    "Config file not found": _COMMAND,
+    "Config file that is not .yaml": _COMMAND,
+    "Config file that does not parse": _COMMAND,
+    "--config without a file": _COMMAND,
+    "Override Hydra cannot parse": _COMMAND,
+    "Override of a key the YAML lacks": _AND_MORE,
+    "Several values outside a sweep": _COMMAND,
+    "No driver in the command": _COMMAND,
+    "An areal command that does not train": _COMMAND,
+    "--driver that is not module:function": _COMMAND,
+}
+
+#: Fixes made of overrides after which the check still refuses the entry's config: the
+#: beginning of what it says then. All but the first fix the entry's own error; the
+#: entry's small config then meets the next rule (these hints belong to rules other than
+#: memory's, and each is a candidate for a fix of its own).
+_ONE_NODE = "cluster: the engines need 16 GPUs"
+_OFFLOAD = "enable_offload: is false (the default), but the actor and the rollout share GPUs"
+STILL_REFUSED: dict[tuple[str, str], str] = {
+    (  # the hint says in words to remove allocation_mode as well
+        "Deprecated allocation_mode",
+        "++rollout.backend=sglang:d4t2 ++rollout.scheduling_strategy.type=separation "
+        "++actor.backend=fsdp:d8 ++actor.scheduling_strategy.type=separation",
+    ): "allocation_mode is deprecated",
+    ("actor.kl_ctl that is not a number", "actor.kl_ctl=0.1"): _ONE_NODE,
+    (  # the hint sets keys under a string: Hydra wants ++ there
+        "scheduling_strategy that is not a section",
+        "rollout.scheduling_strategy.type=colocation rollout.scheduling_strategy.target=actor",
+    ): "Could not override 'rollout.scheduling_strategy.type'",
+    ("scheduling_strategy.target that is not a name", "rollout.scheduling_strategy.target=actor"): (
+        _OFFLOAD
+    ),
+    ("scheduling_strategy.fork that is not a boolean", "rollout.scheduling_strategy.fork=true"): (
+        _OFFLOAD
+    ),
+    ("Colocation without a target", "++rollout.scheduling_strategy.target=actor"): _OFFLOAD,
+    ("Colocation without a target", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
+    ("Colocated with itself", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
+    ("Colocated with itself", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
+    ("Target that is not an engine", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
+    ("Target that is not an engine", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
+    ("Target that is not built", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
+    ("Target that is not built", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
+    ("A colocation cycle", "judge_a.scheduling_strategy.type=separation"): _ONE_NODE,
+    ("teacher.engine_type that is not a layout", "teacher.engine_type=train"): (
+        "teacher.train: teacher.engine_type is train but the teacher has no teacher.train"
+    ),
+    ("_version that is not a controller version", "actor._version=v2"): (
+        "rollout._version: is 'v1' but actor._version is 'v2'"
+    ),
+    ("Delta weight updates on controller v1", "actor.enable_delta_weight_update=false"): (
+        "rollout.scheduling_strategy: AWEX needs the rollout on the actor's GPUs"
+    ),
+    (
+        "Actor and rollout share GPUs without enable_offload",
+        "rollout.scheduling_strategy.type=separation",
+    ): _ONE_NODE,
+    ("A colocated rollout updated by xccl", "rollout.scheduling_strategy.type=separation"): (
+        _ONE_NODE
+    ),
+    ("AWEX on controller v1 with an FSDP actor", "actor.weight_update_mode=disk"): _ONE_NODE,
+    ("additional_bash_cmds on Ray", "scheduler.type=slurm"): (
+        "actor.backend: AReaL's Slurm scheduler allocates only entire nodes"
+    ),
+}
+
+FIXES = [
+    (entry, fix)
+    for entry in ENTRIES
+    if entry.kind != "backend"
+    for fix in hint_fixes(entry)
+    if (entry.title, " ".join(fix)) not in STILL_REFUSED
+]
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix"), FIXES, ids=[f"{e.title}: {' '.join(f)}" for e, f in FIXES]
+)
+def test_a_fix_in_the_catalogue_passes_the_check(entry: Entry, fix: tuple[str, ...]) -> None:
+    """Applied to the entry's config (or command), the hint's fix gives one that the
+    whole check accepts."""
+    _check_with(entry, fix)
+
+
+@pytest.mark.parametrize(
+    ("title", "fix", "then"),
+    [(t, f, then) for (t, f), then in STILL_REFUSED.items()],
+    ids=[f"{t}: {f}" for t, f in STILL_REFUSED],
+)
+def test_a_fix_in_the_catalogue_that_still_meets_a_rule(title: str, fix: str, then: str) -> None:
+    """Each listed fix is still in its entry's hint, and still refused as listed: when a
+    hint changes so that its fix passes, the list says so by failing here."""
+    entry = next(e for e in ENTRIES if e.title == title)
+    assert tuple(shlex.split(fix)) in hint_fixes(entry)
+    with pytest.raises(Exception) as refused:
+        _check_with(entry, tuple(shlex.split(fix)))
+    reason = getattr(refused.value, "reason", str(refused.value))
+    assert reason.startswith(then)
+
+
+def test_the_hints_without_overrides_are_the_listed_ones() -> None:
+    """PROSE_HINTS names exactly the config and command entries whose hint gives no fix
+    made of overrides: a hint that starts to give one leaves the list, a new prose hint
+    joins it with a reason."""
+    prose = {e.title for e in ENTRIES if e.kind != "backend" and not hint_fixes(e)}
+    assert prose == set(PROSE_HINTS)

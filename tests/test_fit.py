@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _helpers import CONF, ROOT, Train
+from _helpers import CONF, ROOT, Train, fixes_in, with_overrides
 
-from areal_conf import AllocationError
+from areal_conf import AllocationError, check_command
 from areal_conf.cli import main
 from areal_conf.memory import parameter_count
 from areal_conf.model_shape import ModelShape, merge_model, model_shape, read_hf_config
 from areal_conf.report import plan_table
+from areal_conf.settings import Settings
 from areal_conf.validation import validate
 
 HF = ROOT / "tests" / "fixtures" / "hf"
@@ -136,6 +137,11 @@ def config(**parts: Any) -> dict[str, Any]:
     return cfg
 
 
+#: An actor that fits 80 GB (70B on 32 GPUs with recomputation), beside the engine a
+#: test is about.
+TRAINS_ON_32 = {"backend": "fsdp:d32", "gradient_checkpointing": True}
+
+
 class TooBig(NamedTuple):
     """A config whose engines do not fit in GPU memory, and what the error says."""
 
@@ -158,8 +164,8 @@ ERRORS: list[TooBig] = [
             actor={"backend": "fsdp:d32", "gradient_checkpointing": True},
             cluster={"n_nodes": 6},
         ),
-        message="rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 72.0 GB",
-        also="sglang.mem_fraction_static",
+        message="rollout: sglang:d8 needs 141.1 GB of weights per GPU but reserves 71.5 GB",
+        also="sglang.mem_fraction_static 0.9",
         hint="rollout.backend=sglang:",
     ),
     TooBig(
@@ -174,7 +180,75 @@ ERRORS: list[TooBig] = [
         ),
         message="actor, critic, ref share actor's GPUs (fsdp:d32) and together need",
         also="the biggest term is actor's",
-        hint="this would fit: ++actor.gradient_checkpointing=true (GB per GPU: actor ",
+        # recomputation alone leaves 80.3 GB: three processes' CUDA contexts and NCCL
+        # buffers tip it over
+        hint="this would fit: actor.backend=fsdp:d16c2 ++actor.gradient_checkpointing=true "
+        "(GB per GPU: actor ",
+    ),
+    TooBig(  # the KV cache of an instance holds less than one request's context
+        cfg=config(rollout={"backend": "sglang:d1t2"}, actor=TRAINS_ON_32, cluster={"n_nodes": 6}),
+        message="rollout: sglang:t2 has no room for one request's KV cache: it holds 5,226 "
+        "tokens per instance, one request needs 16,384 (gconfig.max_new_tokens 16,384)",
+        also="(sglang.mem_fraction_static 0.9; a GPU has 80 GB (cluster.gpu_memory_gb))",
+        hint="this would fit: ++sglang.mem_fraction_static=0.93 (GB per GPU: rollout 74.4)",
+    ),
+    TooBig(  # the same under vLLM, which takes its fraction of the whole GPU
+        cfg=config(rollout={"backend": "vllm:d1t2"}, actor=TRAINS_ON_32, cluster={"n_nodes": 6}),
+        message="rollout: vllm:t2 has no room for one request's KV cache: it holds 8,819 tokens",
+        also="vllm.gpu_memory_utilization 0.9",
+        hint="this would fit: ++vllm.gpu_memory_utilization=0.92 (GB per GPU: rollout 74.3)",
+    ),
+    TooBig(  # at the highest fraction a fix proposes: more tp on the same GPUs
+        cfg=config(
+            rollout={"backend": "sglang:d2t2"},
+            sglang={"mem_fraction_static": 0.95},
+            gconfig={"max_new_tokens": 65536},
+            actor=TRAINS_ON_32,
+            cluster={"n_nodes": 6},
+        ),
+        message="rollout: sglang:d2t2 has no room for one request's KV cache: it holds 29,440 "
+        "tokens per instance, one request needs 65,536",
+        also="sglang.mem_fraction_static 0.95",
+        hint="this would fit: rollout.backend=sglang:t4 (GB per GPU: rollout 76.0)",
+    ),
+    TooBig(  # no other layout on its 2 GPUs has more room: shorter responses
+        cfg=config(
+            rollout={"backend": "sglang:d1t2"},
+            sglang={"mem_fraction_static": 0.95},
+            gconfig={"max_new_tokens": 65536},
+            actor=TRAINS_ON_32,
+            cluster={"n_nodes": 6},
+        ),
+        message="rollout: sglang:t2 has no room for one request's KV cache",
+        also="one request needs 65,536",
+        hint="this would fit: gconfig.max_new_tokens=16384 (GB per GPU: rollout 76.0)",
+    ),
+    TooBig(  # vLLM asks for its fraction of the whole GPU free beside the CUDA context
+        cfg=config(
+            rollout={"backend": "vllm:d1t8"},
+            vllm={"gpu_memory_utilization": 0.995},
+            actor=TRAINS_ON_32,
+            cluster={"n_nodes": 6},
+        ),
+        message="rollout: vllm:t8 takes 80.3 GB per GPU (vllm.gpu_memory_utilization of the "
+        "GPU, 79.6 GB, beside its CUDA context and NCCL buffers) but a GPU has 80 GB",
+        also="vLLM refuses to start when that fraction of the GPU is not free",
+        hint="this would fit: vllm.gpu_memory_utilization=0.95 (GB per GPU: rollout 76.7)",
+    ),
+    TooBig(  # no GPU memory given, and more than any GPU areal-conf knows has
+        cfg=config(cluster={"gpu_memory_gb": None}),
+        message="actor: fsdp:d8 needs 317.8 GB per GPU but the largest GPU areal-conf knows "
+        "(B200) has 180 GB",
+        also="CUDA context 0.5 + NCCL buffers 0.2 = 317.8 GB",
+        hint="this would fit: actor.backend=fsdp:d8c2 ++actor.gradient_checkpointing=true "
+        "cluster.n_nodes=4 (GB per GPU: actor 79.9); it takes 16 GPUs instead of 8; a GPU's "
+        "memory is not given: the fix is for 80 GB",
+    ),
+    TooBig(
+        cfg=config(cluster={"gpu_memory_gb": float("nan")}),
+        message="cluster.gpu_memory_gb: must be a positive number",
+        also="",
+        hint="cluster.gpu_memory_gb=80",
     ),
     TooBig(
         cfg=config(cluster={"gpu_memory_gb": 0}),
@@ -215,14 +289,36 @@ def test_memory_errors(cfg: dict[str, Any], message: str, also: str, hint: str) 
 
 def test_an_assumed_gpu_memory_warns_instead() -> None:
     """Without the GPUs' memory (no cluster.gpu_memory_gb, no AREAL_CONF_GPU_MEMORY_GB)
-    80 GB is assumed, and what would not fit is a warning: the GPUs may be larger."""
-    cfg = config()
+    80 GB is assumed, and what would not fit but fits a GPU areal-conf knows (158.8 GB:
+    an H200's 141 GB is too little, a B200's 180 GB enough) is a warning."""
+    cfg = config(actor={"gradient_checkpointing": True})
     del cfg["cluster"]["gpu_memory_gb"]
     plan = validate(cfg)
     (warning,) = [w for w in plan.warnings if "actor: fsdp:d8 needs" in w]
-    assert "a GPU has 80 GB (assumed)" in warning
+    assert "actor: fsdp:d8 needs 158.8 GB per GPU but a GPU has 80 GB (assumed)" in warning
     assert "if your GPUs have more memory, give it (AREAL_CONF_GPU_MEMORY_GB=<GB>)" in warning
+    assert "otherwise this would fit: actor.backend=fsdp:" in warning
     assert plan.engines["actor"].memory is not None
+
+
+WITH_FIXES = [row for row in ERRORS if "this would fit: " in row.hint]
+
+
+@pytest.mark.parametrize(TooBig._fields, WITH_FIXES)
+def test_every_fix_of_a_memory_error_passes_the_check(
+    cfg: dict[str, Any], message: str, also: str, hint: str
+) -> None:
+    """Each fix the hint gives, applied to the config as Hydra applies a command line's
+    overrides, gives a config that the whole check accepts: every engine fits."""
+    with pytest.raises(AllocationError) as info:
+        validate(cfg)
+    fixes = fixes_in(info.value.hint)
+    assert fixes, info.value.hint
+    for overrides in fixes:
+        plan = validate(with_overrides(cfg, overrides))
+        for e in plan.engines.values():
+            assert e.memory is None or e.memory.fits, (overrides, e.name)
+        assert not [w for w in plan.warnings if "GB per GPU" in w]
 
 
 def test_the_hint_fits() -> None:
@@ -296,10 +392,9 @@ def test_plan_shows_gb_per_gpu() -> None:
     plan = validate(cfg)
     data = plan.to_dict()
     memory = data["engines"]["actor"]["memory"]
-    assert set(memory) == {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}
-    assert memory["total"] == pytest.approx(
-        sum(memory[k] for k in ("weights", "grads", "optimizer", "activations")), abs=0.05
-    )
+    terms = ("weights", "grads", "optimizer", "activations", "cuda_context", "comm_buffers")
+    assert set(memory) == {*terms, "kv_cache", "total"}
+    assert memory["total"] == pytest.approx(sum(memory[k] for k in terms), abs=0.05)
     assert data["engines"]["rollout"]["memory"]["kv_cache"] > 0
     assert data["memory_note"] is None
     table = plan_table(plan)
@@ -408,7 +503,10 @@ def test_explain_shows_the_breakdown() -> None:
     assert "memory per GPU (GB = 10^9 bytes; a GPU has 80 GB)" in text
     assert "actor (fsdp:d4t2, training): weights" in text
     assert "ref (fsdp:d4t2, forward only): weights" in text
-    assert "rollout (sglang:d2t4, inference): reserves 72.0 GB" in text
+    assert "actor (fsdp:d4t2, training): weights 3.8 + grads 3.8 + optimizer 7.6 + " in text
+    assert "+ CUDA context 0.5 + NCCL buffers 0.5 = 31.7 GB" in text  # tp, dp, the world
+    assert "rollout (sglang:d2t4, inference): reserves 71.4 GB: weights 3.8 + KV cache " in text
+    assert "beside CUDA context 0.5 + NCCL buffers 0.2: 72.1 GB" in text
     assert "on actor's GPUs: actor + critic + ref = " in text
 
 
@@ -432,3 +530,133 @@ def test_layouts_fits_hydra_override_lists_fitting_layouts_smallest_first(
     assert main([*argv, "--hydra"]) == 0
     override = capsys.readouterr().out.strip()
     assert override == "actor.backend=" + ",".join(ranked)
+
+
+# -- a fix on AReaL's own command passes the check, scheduler rules included ---------------
+
+COMMANDS = ROOT / "tests" / "fixtures" / "commands"  # the error catalogue's AReaL YAML
+GSM8K = ["python", "examples/math/gsm8k_rl.py", "--config", "examples/math/gsm8k_grpo.yaml"]
+
+
+class OnCommand(NamedTuple):
+    """Overrides of the catalogue's small GRPO YAML (fsdp:d4 and sglang:d4 on one machine
+    of 8 GPUs) whose engines do not fit 80 GB, and what the hint says."""
+
+    overrides: list[str]
+    hint: str  # a part of the hint
+
+
+ON_COMMANDS: list[OnCommand] = [
+    OnCommand(  # a fix on the GPUs the local scheduler has
+        ["scheduler.type=local", "actor.path=Qwen/Qwen2.5-14B-Instruct", "actor.backend=fsdp:d2"],
+        "this would fit: actor.backend=fsdp:d4 ++actor.gradient_checkpointing=true",
+    ),
+    OnCommand(  # 72B: no actor layout on this machine's 8 GPUs (the bug: fsdp:d4c4 on 3 nodes)
+        ["scheduler.type=local", "actor.path=Qwen/Qwen2.5-72B-Instruct"],
+        "no change areal-conf tries passes the whole check: the first that fits memory, on 16 "
+        "GPUs, is refused (cluster.n_gpus_per_node: the engines need 20 GPUs (actor 16 + "
+        "rollout 4) but AReaL's local scheduler has this machine's 8",
+    ),
+    OnCommand(  # on Slurm the actor takes 2 nodes, and the rollout's own fix comes with it
+        [
+            "scheduler.type=slurm",
+            "actor.path=Qwen/Qwen2.5-72B-Instruct",
+            "actor.backend=fsdp:d8",
+            "rollout.backend=sglang:d8",
+        ],
+        "this would fit: actor.backend=fsdp:d4c4 ++actor.gradient_checkpointing=true "
+        "cluster.n_nodes=3 rollout.backend=sglang:d2t4 (GB per GPU: actor 79.1); it takes 16 "
+        "GPUs instead of 8",
+    ),
+]
+
+
+@pytest.mark.parametrize(OnCommand._fields, ON_COMMANDS)
+def test_a_memory_fix_on_an_areal_command_respects_the_scheduler(
+    overrides: list[str], hint: str
+) -> None:
+    settings = Settings(gpu_memory_gb=80, gpu_memory_from="--gpu-memory-gb")
+    with pytest.raises(AllocationError) as info:
+        check_command([*GSM8K, *overrides], cwd=COMMANDS, settings=settings)
+    assert hint in info.value.hint
+    for fix in fixes_in(info.value.hint):
+        plan = check_command([*GSM8K, *overrides, *fix], cwd=COMMANDS, settings=settings)
+        assert all(e.memory is None or e.memory.fits for e in plan.engines.values())
+
+
+def test_the_check_command_prints_no_fix_the_local_scheduler_refuses(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report: ``python -m areal_conf check --gpu-memory-gb 80 -- <the command>
+    actor.path=Qwen/Qwen2.5-72B-Instruct scheduler.type=local`` hinted at 16 GPUs and 3
+    nodes, which the local scheduler (one machine of 8) refuses."""
+    monkeypatch.chdir(COMMANDS)
+    argv = ["check", "--gpu-memory-gb", "80", "--", *GSM8K]
+    assert main([*argv, "actor.path=Qwen/Qwen2.5-72B-Instruct", "scheduler.type=local"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: actor: fsdp:d4 needs 515.4 GB per GPU but a GPU has 80 GB")
+    assert "this would fit" not in err and "cluster.n_nodes" not in err
+    assert "AReaL's local scheduler has this machine's 8" in err
+
+
+# -- the config a fix is rechecked on --------------------------------------------------------
+
+
+def test_with_overrides_sets_and_adds_keys_on_a_copy() -> None:
+    """The recheck applies a fix's overrides as Hydra's ``++`` does (set, or add where
+    absent), values read as Hydra reads plain ones, on a copy: interpolations of a changed
+    key follow it, in a section of a larger config too."""
+    from omegaconf import OmegaConf
+
+    from areal_conf.validation import with_overrides
+
+    plain = {"actor": {"backend": "fsdp:d8"}, "cluster": {"n_nodes": 1}}
+    changed = with_overrides(
+        plain,
+        [
+            "actor.backend=fsdp:d4c4",
+            "++actor.gradient_checkpointing=true",
+            "++actor.mb_spec.max_tokens_per_mb=4096",
+            "cluster.n_nodes=3",
+            "++sglang.mem_fraction_static=0.93",
+        ],
+    )
+    assert changed == {
+        "actor": {
+            "backend": "fsdp:d4c4",
+            "gradient_checkpointing": True,
+            "mb_spec": {"max_tokens_per_mb": 4096},
+        },
+        "cluster": {"n_nodes": 3},
+        "sglang": {"mem_fraction_static": 0.93},
+    }
+    assert plain == {"actor": {"backend": "fsdp:d8"}, "cluster": {"n_nodes": 1}}
+    top = OmegaConf.create(
+        {"areal": {"actor": {"backend": "fsdp:d8"}, "ref": {"backend": "${areal.actor.backend}"}}}
+    )
+    OmegaConf.set_struct(top, True)
+    for cfg, section in ((top, "areal."), (top.areal, "")):
+        copy = with_overrides(cfg, [f"{section}actor.backend=fsdp:d4", f"++{section}x.y=null"])
+        node = copy.areal if section else copy
+        assert node.ref.backend == "fsdp:d4" and node.x.y is None
+    assert top.areal.ref.backend == "fsdp:d8" and "x" not in top.areal
+
+
+def test_a_fix_is_rechecked_on_a_view_without_resolving_what_is_not_read() -> None:
+    """The layouts sweeper validates a view of the config with one backend replaced; the
+    recheck of a fix sees it through another view, so an interpolation only the
+    application resolves (an unset environment variable in a key areal-conf does not
+    read) is left alone there too, and the fix comes out checked."""
+    from omegaconf import OmegaConf
+
+    from areal_conf.sweeps import _WithBackend
+
+    cfg = config()
+    cfg["actor"]["experiment_name"] = "${oc.env:AREAL_CONF_TEST_NEVER_SET}"
+    view = _WithBackend(OmegaConf.create(cfg), "actor", "fsdp:d8")
+    with pytest.raises(AllocationError) as info:
+        validate(view)
+    (fix,) = fixes_in(info.value.hint)
+    assert fix[0].startswith("actor.backend=fsdp:")
+    plan = validate(with_overrides(cfg, fix))
+    assert plan.engines["actor"].memory is not None and plan.engines["actor"].memory.fits

@@ -10,11 +10,20 @@ import pytest
 
 from areal_conf import AllocationError
 from areal_conf.memory import (
+    CUDA_CONTEXT_BYTES,
     GB,
+    NCCL_BUFFERS_PER_CHANNEL,
+    NCCL_CHANNELS,
+    Fix,
     Member,
+    MemoryEstimate,
+    Verdict,
     activation_bytes_per_layer,
+    comm_buffer_bytes,
+    communicators,
     estimate,
     find_fix,
+    fix_candidates,
     group_need,
     kv_bytes_per_token,
     parameter_count,
@@ -67,7 +76,13 @@ def test_zero_table_1(stage: int, expected_gb: float) -> None:
     assert est.activations == 0  # no tokens per micro-batch and no max_seq_len: not counted
     assert est.notes
     assert close(est.weights + est.grads + est.optimizer, expected_gb * GB)
-    assert est.total == est.weights + est.grads + est.optimizer
+    # beside the model states, the process's CUDA context and NCCL buffers (one
+    # communicator: the 64 data-parallel ranks are the world)
+    assert est.cuda_context == CUDA_CONTEXT_BYTES
+    assert est.comm_buffers == NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL
+    assert (
+        est.total == est.weights + est.grads + est.optimizer + est.cuda_context + est.comm_buffers
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,15 +101,19 @@ def test_fsdp_keeps_weights_grads_and_moments_in_one_dtype(
     assert close(est.weights + est.grads + est.optimizer, params * bytes_per_param / 8, 0.001)
 
 
+def model_states(est: MemoryEstimate) -> float:
+    return est.weights + est.grads + est.optimizer
+
+
 def test_archon_is_zero_3_and_megatron_distributed_optimizer_is_zero_1() -> None:
     full = estimate("archon:d64", ZERO_MODEL, grad_reduce_dtype="float16")
-    assert close(full.total, 1.88 * GB)
+    assert close(model_states(full), 1.88 * GB)
     os_only = estimate("megatron:d64", ZERO_MODEL, grad_reduce_dtype="float16")
-    assert close(os_only.total, 31.4 * GB)
+    assert close(model_states(os_only), 31.4 * GB)
     plain = estimate(
         "megatron:d64", ZERO_MODEL, grad_reduce_dtype="float16", distributed_optimizer=False
     )
-    assert close(plain.total, 120 * GB)
+    assert close(model_states(plain), 120 * GB)
 
 
 # -- Korthikanti et al. (MLSys'23), Table 2: activation bytes per layer -------------------
@@ -245,8 +264,12 @@ def test_kv_cache_dense_mha_by_hand() -> None:
     )
     weights = parameter_count(m) * 2
     assert close(est.weights, weights, 1e-9)
-    assert est.total == 0.8 * 80e9
-    left = 64e9 - weights
+    # SGLang reserves its fraction of what is free beside the CUDA context (one GPU: no
+    # NCCL communicator)
+    assert est.comm_buffers == 0
+    assert est.reserved == pytest.approx(0.8 * (80e9 - CUDA_CONTEXT_BYTES))
+    assert est.total == pytest.approx(est.reserved + CUDA_CONTEXT_BYTES)
+    left = 0.8 * (80e9 - CUDA_CONTEXT_BYTES) - weights
     assert est.kv_cache == pytest.approx(left)
     assert est.kv_cache_tokens == int(left // 524_288)
     assert est.kv_cache_sequences == est.kv_cache_tokens // 4096
@@ -264,8 +287,13 @@ def test_kv_cache_gqa_by_hand() -> None:
     )
     weights = parameter_count(m) * 2 / 8
     assert close(est.weights, weights, 0.001)
-    assert est.total == pytest.approx(0.9 * 80e9)  # AReaL's default mem_fraction_static
-    assert est.kv_cache_tokens == int((0.9 * 80e9 - est.weights) // 40_960)
+    # AReaL's default mem_fraction_static, of what the CUDA context and the tp group's
+    # NCCL buffers leave free
+    comm = NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL
+    assert est.comm_buffers == comm
+    reserved = 0.9 * (80e9 - CUDA_CONTEXT_BYTES - comm)
+    assert est.reserved == pytest.approx(reserved)
+    assert est.kv_cache_tokens == int((reserved - est.weights) // 40_960)
     assert est.kv_cache_sequences == est.kv_cache_tokens // 8192
     assert est.kv_cache_tokens_needed == 128 * 8192  # 256 rollouts over 2 instances
 
@@ -334,9 +362,18 @@ def test_estimate_rejects_unknown_shape_and_bad_knobs() -> None:
 def test_gb_and_breakdown() -> None:
     est = estimate("archon:d64", ZERO_MODEL, grad_reduce_dtype="float16")
     gb = est.gb()
-    assert set(gb) == {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}
-    assert gb["total"] == pytest.approx(1.88, abs=0.01)
-    assert est.breakdown().endswith("= 1.9 GB")
+    assert set(gb) == {
+        "weights",
+        "grads",
+        "optimizer",
+        "activations",
+        "kv_cache",
+        "cuda_context",
+        "comm_buffers",
+        "total",
+    }
+    assert gb["total"] == pytest.approx(1.88 + 0.5 + 0.15, abs=0.01)
+    assert est.breakdown().endswith("+ CUDA context 0.5 + NCCL buffers 0.2 = 2.5 GB")
     assert est.biggest()[0] == "optimizer"
 
 
@@ -373,3 +410,185 @@ def test_estimate_reads_hf_config_as_a_config_does(source: str) -> None:
     # a key given beside hf_config wins over the file's
     fewer = estimate("fsdp:d4", {"hf_config": source, "num_layers": 4})
     assert fewer.weights < by_shape.weights
+
+
+# -- what every process holds: the CUDA context and NCCL's buffers ------------------------
+
+
+def test_nccl_buffers_per_channel_are_nccls_default_sizes() -> None:
+    """NCCL 2.27's defaults (src/init.cc:618-631, src/include/device.h): LL is 8 lines ×
+    512 threads × 8 steps of 16-byte lines, LL128 120 elements × 640 threads × 8 steps of
+    8 bytes, SIMPLE NCCL_BUFFSIZE, 4 MiB."""
+    assert NCCL_BUFFERS_PER_CHANNEL == 524_288 + 4_915_200 + 4_194_304 == 9_633_792
+    assert NCCL_CHANNELS == 16
+
+
+class Groups(NamedTuple):
+    """A layout and the NCCL communicators one of its ranks belongs to."""
+
+    spec: str
+    moe: bool
+    count: int
+    why: str
+
+
+COMMUNICATORS: list[Groups] = [
+    Groups("fsdp:d1", False, 0, "one rank: no collective"),
+    Groups("fsdp:d8", False, 1, "the data-parallel group is the world"),
+    Groups("fsdp:d4t2", False, 3, "t, d (the gradients), the world"),
+    Groups("fsdp:d2c4", False, 2, "c, d×c (the world)"),
+    Groups("fsdp:c8", False, 1, "c is d×c and the world"),
+    Groups("megatron:d2p2t2", False, 4, "t, p, d, the world"),
+    Groups("megatron:d2p2t2c2", False, 5, "t, c, p, d×c, the world"),
+    Groups("megatron:d8e4", True, 3, "the world (d), the expert all-to-all, expert d of 2"),
+    Groups("megatron:d8e4", False, 1, "no experts in the model: the world"),
+    Groups("megatron:d4e4", True, 2, "the world, the expert all-to-all (expert d is 1)"),
+    Groups("sglang:d4", False, 0, "servers of one GPU"),
+    Groups("sglang:d2t4", False, 1, "an instance's t group is its world"),
+    Groups("vllm:p2t2", False, 3, "t, p, the instance's world"),
+]
+
+
+@pytest.mark.parametrize(
+    Groups._fields, COMMUNICATORS, ids=[f"{g.spec}-{g.why}" for g in COMMUNICATORS]
+)
+def test_communicators_of_a_layout(spec: str, moe: bool, count: int, why: str) -> None:
+    alloc = parse_backend(spec)
+    assert communicators(alloc, moe) == count, why
+    assert comm_buffer_bytes(alloc, moe) == count * NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL
+
+
+def test_every_process_holds_its_cuda_context_and_nccl_buffers() -> None:
+    m = shape("qwen2_5_7b")
+    est = estimate("megatron:d2p2t2", m, tokens_per_microbatch=8192)
+    assert est.cuda_context == CUDA_CONTEXT_BYTES == 0.5e9
+    assert est.comm_buffers == 4 * NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL
+    states = est.weights + est.grads + est.optimizer + est.activations
+    assert est.total == pytest.approx(states + est.cuda_context + est.comm_buffers)
+    text = est.breakdown()
+    assert text.endswith(f"+ CUDA context 0.5 + NCCL buffers 0.6 = {est.total / GB:.1f} GB")
+    assert est.gb()["cuda_context"] == 0.5 and est.gb()["comm_buffers"] == 0.62
+    # an engine in another engine's processes (colocated, fork: false) holds neither
+    shared = estimate("megatron:d2p2t2", m, tokens_per_microbatch=8192, own_process=False)
+    assert shared.cuda_context == shared.comm_buffers == 0
+    assert shared.total == pytest.approx(states)
+    assert "CUDA context" not in shared.breakdown()
+
+
+def test_sglang_takes_its_fraction_of_what_is_free_and_vllm_of_the_whole_gpu() -> None:
+    """SGLang: mem_fraction_static × the memory free after the CUDA context and NCCL
+    (model_runner_kv_cache_mixin.py:171); vLLM: gpu_memory_utilization × the GPU
+    (v1/worker/utils.py:408)."""
+    m = shape("qwen2_5_7b")
+    comm = NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL  # one t group of 2
+    sglang = estimate("sglang:d1t2", m, mem_fraction=0.8, gpu_memory_gb=80)
+    assert sglang.reserved == pytest.approx(0.8 * (80e9 - CUDA_CONTEXT_BYTES - comm))
+    assert sglang.total == pytest.approx(0.8 * (80e9 - CUDA_CONTEXT_BYTES - comm) + 0.5e9 + comm)
+    vllm = estimate("vllm:d1t2", m, mem_fraction=0.8, gpu_memory_gb=80)
+    assert vllm.reserved == pytest.approx(0.8 * 80e9)
+    assert vllm.kv_cache == pytest.approx(0.8 * 80e9 - vllm.weights)
+    assert vllm.total == pytest.approx(0.8 * 80e9 + CUDA_CONTEXT_BYTES + comm)
+    text = vllm.breakdown()
+    assert text.startswith("reserves 64.0 GB: weights 7.6 + KV cache 56.4 GB (")
+    assert ", beside CUDA context 0.5 + NCCL buffers 0.2: 64.7 GB" in text
+
+
+class Server(NamedTuple):
+    """An inference layout with its knobs, and whether it fits a GPU."""
+
+    spec: str
+    knobs: dict[str, Any]
+    fits: bool
+    why: str
+
+
+SERVERS: list[Server] = [
+    Server("sglang:d1t8", {}, True, "70B over 8 GPUs: room for many requests"),
+    Server("sglang:d1", {}, False, "141 GB of weights in a 71.6 GB reserve: no KV cache"),
+    Server("sglang:d1t2", {}, False, "5,226 tokens: less than one request of 16,384"),
+    Server("sglang:d1t2", {"max_new_tokens": 4096}, True, "a request of 4,096 tokens fits"),
+    Server("sglang:d1t2", {"max_new_tokens": 4096, "prompt_len": 2048}, False, "6,144 do not"),
+    Server("vllm:d1t2", {}, False, "8,819 tokens: less than one request"),
+    Server("vllm:d1t2", {"mem_fraction": 0.92}, True, "at 0.92, 18,586 tokens"),
+    Server("vllm:d1t8", {"mem_fraction": 0.995}, False, "0.995 of the GPU is not free"),
+]
+
+
+@pytest.mark.parametrize(Server._fields, SERVERS, ids=[f"{s.spec}-{s.why}" for s in SERVERS])
+def test_a_server_fits_when_one_request_has_kv_room(
+    spec: str, knobs: dict[str, Any], fits: bool, why: str
+) -> None:
+    est = estimate(spec, shape("llama3_70b"), gpu_memory_gb=80, **knobs)
+    assert est.fits is fits, why
+    assert est.request_tokens == knobs.get("prompt_len", 0) + knobs.get("max_new_tokens", 16384)
+
+
+def test_fix_of_a_server_without_room_for_one_request() -> None:
+    """The candidates, least disruptive first: a higher memory fraction, shorter
+    responses, more GPUs (on its 2 GPUs no other layout has more room)."""
+    m = shape("llama3_70b")
+    members = [Member("rollout", parse_backend("sglang:d1t2"), {"max_new_tokens": 16384})]
+    found = list(fix_candidates(members, m, budget=80 * GB, n_gpus_per_node=8, max_factor=2))
+    assert [f.changes for f in found] == [
+        (("sglang.mem_fraction_static", "0.93"),),
+        (("gconfig.max_new_tokens", "4096"),),  # 5,226 tokens hold 4,096, not 8,192
+        (("rollout.backend", "sglang:t4"),),  # on 4 GPUs (sglang:d2t2 has no more room)
+        (("rollout.backend", "sglang:p2t2"),),
+        (("rollout.backend", "sglang:p4"),),
+    ]
+    assert all(f.need.fits(80 * GB) for f in found)
+    first = find_fix(members, m, budget=80 * GB, n_gpus_per_node=8)
+    assert first is not None and first.changes == found[0].changes
+
+
+def test_find_fix_takes_the_first_candidate_the_check_passes() -> None:
+    """A refused candidate on more GPUs than the group has ends the candidates on that
+    many GPUs; a final refusal ends the search."""
+    m = shape("llama3_70b")
+    members = [Member("actor", parse_backend("fsdp:d8"), {"tokens_per_microbatch": 8192})]
+    every = list(fix_candidates(members, m, budget=80 * GB, n_gpus_per_node=8, max_factor=4))
+    counts = sorted({f.gpus for f in every})
+    assert counts[0] > 8 and len(counts) > 1
+    seen: list[Fix] = []
+
+    def refuse_the_first_count(fix: Fix) -> Verdict:
+        seen.append(fix)
+        return Verdict(None) if fix.gpus == counts[0] else Verdict(fix)
+
+    found = find_fix(
+        members, m, budget=80 * GB, n_gpus_per_node=8, max_factor=4, accept=refuse_the_first_count
+    )
+    assert found is not None and found.gpus == counts[1]
+    assert [f.gpus for f in seen] == [counts[0], counts[1]]  # one try on the first count
+
+    def final(fix: Fix) -> Verdict:
+        return Verdict(None, final=True)
+
+    assert find_fix(members, m, budget=80 * GB, n_gpus_per_node=8, accept=final) is None
+
+
+def test_a_ranking_counts_the_cuda_context_and_nccl_buffers_in_what_fits() -> None:
+    """The report: a layout ranked first at 79.4 of 80 GB while the CUDA context and
+    NCCL buffers were left out. Ranking (``layouts --rank``, ``suggest``) reads the same
+    estimate: megatron:d4t2 of Qwen2.5-7B with micro-batches of 19,968 tokens holds 79.6
+    GB of model states and activations, 80.5 GB with its process's context and buffers,
+    and comes after every layout that fits."""
+    from areal_conf.ranking import rank_layouts
+
+    m = shape("qwen2_5_7b")
+    est = estimate("megatron:d4t2", m, tokens_per_microbatch=19968, gpu_memory_gb=80)
+    assert est.weights + est.grads + est.optimizer + est.activations < 80 * GB < est.total
+    ranked = rank_layouts(
+        "megatron",
+        8,
+        {"hf_config": str(HF / "qwen2_5_7b")},
+        gpu="h100",
+        tokens_per_step=1 << 20,
+        tokens_per_microbatch=19968,
+        gpu_memory_gb=80,
+    )
+    by_spec = {r.spec: r for r in ranked}
+    assert by_spec["megatron:d4t2"].memory.total == est.total
+    assert not by_spec["megatron:d4t2"].fits
+    fitting = [r.spec for r in ranked if r.fits]
+    assert fitting and ranked.index(by_spec["megatron:d4t2"]) >= len(fitting)

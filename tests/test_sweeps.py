@@ -406,7 +406,10 @@ def expected_ranking(cfg: Any, specs: list[str], *, fits: bool = False, **speed:
 @pytest.mark.usefixtures("no_speed_settings")
 class TestRankByStepTime:
     def test_order_is_the_order_of_the_predicted_step_times(self) -> None:
-        cfg = step_config()  # no GPU memory given: every layout fits (80 GB assumed)
+        # No GPU memory given (80 GB assumed): every layout that a GPU areal-conf knows
+        # holds fits, which micro-batches of 16,384 tokens make all of them (with the
+        # model's 32,768, megatron:d8 needs more than a B200's 180 GB).
+        cfg = step_config(actor={"mb_spec": {"max_tokens_per_mb": 16384}})
         every = list(engine_layouts(cfg, "actor").layouts)
         seconds = step_seconds(cfg, every)
         found = engine_layouts(cfg, "actor", rank="step_time")
