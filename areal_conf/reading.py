@@ -852,7 +852,8 @@ def _strategy(node: Any, prefix: str) -> Strategy:
             f"{prefix}: must be a section with type, target and fork, got {strategy!r}",
             None,
             None,
-            hint=f"e.g. {prefix}.type=colocation {prefix}.target={INHERIT_FROM}",
+            # '~' first: Hydra cannot set a key under a value that is no section.
+            hint=f"e.g. ~{prefix} ++{prefix}.type=colocation ++{prefix}.target={INHERIT_FROM}",
         )
     from areal_conf.roles import SCHEDULING_TYPES
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from areal_conf import areal2_rules as v2
-from areal_conf.areal_versions import choose_rules
+from areal_conf.areal_versions import RulesChoice, choose_rules
 from areal_conf.checks import (
     Check,
     Context,
@@ -37,6 +37,7 @@ from areal_conf.checks import (
 )
 from areal_conf.errors import AllocationError
 from areal_conf.fit import Outcome, Recheck
+from areal_conf.fixes import FixCheck, checked_hint
 from areal_conf.plan import Plan
 from areal_conf.reading import (
     EngineSection,
@@ -148,15 +149,29 @@ def validate(
             engines = run.engines if run is not None else None
             check_allocation_mode(legacy, choice.rules.teacher_layout, engines)
         except AllocationError as err:
-            raise err if run is None else err.with_hint(pasteable(err.hint, run)) from None
-    run = read_config(cfg, choice.rules)
+            if run is None:
+                raise
+            check = _whole_check(cfg, choice, settings)
+            raise _checked(err, pasteable(err.hint, run), check) from None
+    try:
+        run = read_config(cfg, choice.rules)
+    except AllocationError as err:
+        raise _checked(err, err.hint, _whole_check(cfg, choice, settings)) from None
     ctx = Context(run, choice, settings)
     ctx.recheck = _rechecker(cfg, ctx)
     failed = _run_checks(ctx)
     if failed is not None:
         error = failed[1]
-        raise error.with_hint(pasteable(error.hint, run)) from None
+        check = _whole_check(cfg, choice, settings)
+        raise _checked(error, pasteable(error.hint, run), check) from None
     return ctx.plan()
+
+
+def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> AllocationError:
+    """``error`` with ``hint`` (its fix spelled for the config), each fix in it checked
+    by the whole check (:func:`areal_conf.fixes.checked_hint`)."""
+    checked = checked_hint(hint, check)
+    return error if checked is None else error.with_hint(checked)
 
 
 def _run_checks(ctx: Context, *, until: str = "") -> tuple[Check, AllocationError] | None:
@@ -186,14 +201,11 @@ def _rechecker(cfg: Any, outer: Context) -> Recheck:
     def recheck(owner: str, overrides: tuple[str, ...]) -> Outcome:
         gb, source, _ = gpu_memory(outer)
         settings = replace(outer.settings, gpu_memory_gb=gb, gpu_memory_from=source)
-        edited = with_overrides(cfg, overrides)
+        fixing = (*outer.fixing, owner)
         try:
-            run = read_config(edited, outer.choice.rules)
+            ctx, failed = _check_edited(cfg, overrides, outer.choice, settings, fixing)
         except AllocationError as err:
             return Outcome(False, reason=err.reason)
-        ctx = Context(run, outer.choice, settings, fixing=(*outer.fixing, owner))
-        ctx.recheck = _rechecker(edited, ctx)
-        failed = _run_checks(ctx, until="memory")
         if failed is None:
             return Outcome(True)
         check, error = failed
@@ -205,6 +217,42 @@ def _rechecker(cfg: Any, outer: Context) -> Recheck:
         return Outcome(False, reason=error.reason)
 
     return recheck
+
+
+def _check_edited(
+    cfg: Any,
+    overrides: tuple[str, ...],
+    choice: RulesChoice,
+    settings: Settings,
+    fixing: tuple[str, ...] = (),
+) -> tuple[Context, tuple[Check, AllocationError] | None]:
+    """The whole check (up to memory, the last that can refuse) of ``cfg`` with
+    ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
+    anything. Raises AllocationError when the edited config cannot be read."""
+    edited = with_overrides(cfg, overrides)
+    ctx = Context(read_config(edited, choice.rules), choice, settings, fixing=fixing)
+    ctx.recheck = _rechecker(edited, ctx)
+    return ctx, _run_checks(ctx, until="memory")
+
+
+def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
+    """For :func:`areal_conf.fixes.checked_hint`: the error the whole check gives ``cfg``
+    with a fix's overrides (its hint spelled for that config), or None when it passes."""
+
+    def check(overrides: tuple[str, ...]) -> AllocationError | None:
+        try:
+            ctx, failed = _check_edited(cfg, overrides, choice, settings)
+        except AllocationError as err:
+            return err
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            # an override the config cannot take (a key under a value that is no section)
+            return AllocationError(f"the override cannot be applied: {err}", None, None)
+        if failed is None:
+            return None
+        error = failed[1]
+        return error.with_hint(pasteable(error.hint, ctx.run))
+
+    return check
 
 
 #: Values Hydra's override grammar reads as a whole number, or as a float.
@@ -222,6 +270,9 @@ def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
     omegaconf = callable(getattr(cfg, "_set_flag", None))
     root = _omegaconf_copy(cfg) if omegaconf else cfg
     for item in overrides:
+        if item.startswith("~"):  # Hydra's deletion of a key
+            root = _deleted(root, item[1:].partition("=")[0].split("."), omegaconf)
+            continue
         key, _, text = item.partition("=")
         parts = key.lstrip("+").split(".")
         value = _plain_value(text)
@@ -230,6 +281,21 @@ def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
         else:
             root = _set_in_copy(root, parts, value)
     return root
+
+
+def _deleted(root: Any, parts: list[str], omegaconf: bool) -> Any:
+    """``root`` without the key at ``parts`` (as it is when there is no such key)."""
+    parent: Any = root
+    for part in parts[:-1]:
+        parent = parent.get(part) if isinstance(parent, Mapping) else None
+    if not isinstance(parent, Mapping) or parts[-1] not in parent.keys():  # noqa: SIM118
+        return root
+    if omegaconf:
+        section: Any = parent  # an OmegaConf DictConfig
+        section._set_flag("struct", False)
+        del section[parts[-1]]
+        return root
+    return _set_in_copy(root, parts, None)
 
 
 def _omegaconf_copy(node: Any) -> Any:
@@ -292,15 +358,31 @@ class _Overlay(Mapping[str, Any]):
 def _set_in_node(node: Any, parts: list[str], value: Any) -> None:
     """Set a key in an OmegaConf node as ``OmegaConf.update(..., force_add=True)`` does:
     each node on the way opened for new keys, a missing or null section created."""
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1]):
         node._set_flag("struct", False)
+        if _is_index(node, part):  # a list's item: ``scheduling_spec.0.gpu``
+            node = node[int(part)]
+            continue
         child = node.get(part) if part in node.keys() else None  # noqa: SIM118
+        if _is_index(child, parts[depth + 1]):
+            node = child
+            continue
         if not isinstance(child, Mapping) or is_null(child):
             node[part] = {}
             child = node[part]
         node = child
     node._set_flag("struct", False)
-    node[parts[-1]] = value
+    node[int(parts[-1]) if _is_index(node, parts[-1]) else parts[-1]] = value
+
+
+def _is_index(node: Any, part: str) -> bool:
+    """Whether ``part`` is an index of ``node``, a list, as Hydra reads ``key.0``."""
+    return (
+        isinstance(node, Sequence)
+        and not isinstance(node, str)
+        and part.isdigit()
+        and int(part) < len(node)
+    )
 
 
 def check_allocation_mode(
@@ -338,11 +420,12 @@ def check_allocation_mode(
     if agreement is not None and agreement[0]:
         hint = (
             f"the engines' own backends already say the same ({agreement[1]}): removing "
-            "allocation_mode is the whole fix"
+            "allocation_mode is the whole fix: ~allocation_mode"
         )
     else:
         hint = (
-            f"remove allocation_mode and use these overrides instead: {translation}  "
+            "remove allocation_mode and use these overrides instead: "
+            f"~allocation_mode {translation}  "
             f"(or run: python -m areal_conf migrate --yaml '{value}' for the YAML)"
         )
         if agreement is not None:

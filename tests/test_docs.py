@@ -28,6 +28,7 @@ from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, check_command, parse_backend, validate
 from areal_conf.areal_versions import SUPPORTED
+from areal_conf.fixes import alternatives
 
 DOC = ROOT / "docs" / "backend-strings.md"
 CATALOGUE_HEADING = "## Error catalogue"
@@ -225,39 +226,14 @@ def test_every_link_within_the_page_names_one_of_its_headings() -> None:
 
 # -- every fix made of overrides passes the check ------------------------------------------
 
-#: One Hydra override as a hint writes it (not an environment variable: upper-case keys).
-_AN_OVERRIDE = re.compile(r"(\+\+|\+)?(?![A-Z0-9_]+=)[A-Za-z_][\w.]*=[^\s<>]+")
-#: A remark in parentheses after a blank (a hybrid layout's parentheses follow a colon).
-_REMARK = re.compile(r"\s\((?:[^()]|\([^()]*\))*\)")
-
-
-def _all_overrides(text: str) -> bool:
-    return bool(text.split()) and all(_AN_OVERRIDE.fullmatch(t) for t in text.split())
-
 
 def hint_fixes(entry: Entry) -> list[tuple[str, ...]]:
-    """The fixes a catalogue entry's hint gives as overrides: each alternative (split at
-    "; ", ", or ", " or ") that, without remarks in parentheses, a leading "or", "e.g."
-    or "this would fit:", and a lead-in or an explanation around ": ", is nothing but
-    ``key=value`` / ``+key=value`` / ``++key=value``. A hint whose alternatives are
-    sentences gives none."""
+    """The fixes a catalogue entry's hint gives as overrides: its alternatives made of
+    nothing but overrides, read as areal-conf reads them to check them
+    (:func:`areal_conf.fixes.alternatives`). A hint whose alternatives are sentences
+    gives none."""
     hint = " ".join(line[6:] for line in entry.message.split("\n") if line.startswith("hint: "))
-    fixes: list[tuple[str, ...]] = []
-    for part in re.split(r"; or |, or |; | or ", hint):
-        text = re.sub(r"^(or |e\.g\. |this would fit: )+", "", _REMARK.sub("", part).strip())
-        lead, _, after = text.rpartition(": ")
-        before = text.partition(": ")[0]
-        if lead and _all_overrides(after):
-            text = after
-        elif before != text and _all_overrides(before):
-            text = before
-        try:
-            tokens = tuple(shlex.split(text))
-        except ValueError:  # an apostrophe in a sentence
-            continue
-        if tokens and all(_AN_OVERRIDE.fullmatch(t) for t in tokens):
-            fixes.append(tokens)
-    return fixes
+    return [alternative.overrides for alternative in alternatives(hint)]
 
 
 def _check_with(entry: Entry, overrides: tuple[str, ...]) -> None:
@@ -324,7 +300,6 @@ PROSE_HINTS: dict[str, str] = {
     "A worker over a node but not whole nodes": _LAYOUT,
     "A v2 instance larger than a node but not whole nodes": _LAYOUT,
     "AWEX with an engine in between": _SENTENCE,
-    "allocation_mode that the engines already say": _AND_MORE,
     "A 2.0 teacher under AReaL 1.0's rules": _AND_MORE,
     "No --config": _COMMAND,
     "Config file not found": _COMMAND,
@@ -343,63 +318,7 @@ PROSE_HINTS: dict[str, str] = {
 #: beginning of what it says then. All but the first fix the entry's own error; the
 #: entry's small config then meets the next rule (these hints belong to rules other than
 #: memory's, and each is a candidate for a fix of its own).
-_ONE_NODE = "cluster: the engines need 16 GPUs"
-_OFFLOAD = "enable_offload: is false (the default), but the actor and the rollout share GPUs"
-STILL_REFUSED: dict[tuple[str, str], str] = {
-    (  # the hint says in words to remove allocation_mode as well
-        "Deprecated allocation_mode",
-        "++rollout.backend=sglang:d4t2 ++rollout.scheduling_strategy.type=separation "
-        "++actor.backend=fsdp:d8 ++actor.scheduling_strategy.type=separation",
-    ): "allocation_mode is deprecated",
-    ("actor.kl_ctl that is not a number", "actor.kl_ctl=0.1"): _ONE_NODE,
-    (  # the hint sets keys under a string: Hydra wants ++ there
-        "scheduling_strategy that is not a section",
-        "rollout.scheduling_strategy.type=colocation rollout.scheduling_strategy.target=actor",
-    ): "Could not override 'rollout.scheduling_strategy.type'",
-    ("scheduling_strategy.target that is not a name", "rollout.scheduling_strategy.target=actor"): (
-        _OFFLOAD
-    ),
-    ("scheduling_strategy.fork that is not a boolean", "rollout.scheduling_strategy.fork=true"): (
-        _OFFLOAD
-    ),
-    ("Colocation without a target", "++rollout.scheduling_strategy.target=actor"): _OFFLOAD,
-    ("Colocation without a target", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
-    ("Colocated with itself", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
-    ("Colocated with itself", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
-    ("Target that is not an engine", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
-    ("Target that is not an engine", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
-    ("Target that is not built", "rollout.scheduling_strategy.target=actor"): _OFFLOAD,
-    ("Target that is not built", "rollout.scheduling_strategy.type=separation"): _ONE_NODE,
-    ("A colocation cycle", "judge_a.scheduling_strategy.type=separation"): _ONE_NODE,
-    ("teacher.engine_type that is not a layout", "teacher.engine_type=train"): (
-        "teacher.train: teacher.engine_type is train but the teacher has no teacher.train"
-    ),
-    ("_version that is not a controller version", "actor._version=v2"): (
-        "rollout._version: is 'v1' but actor._version is 'v2'"
-    ),
-    ("Delta weight updates on controller v1", "actor.enable_delta_weight_update=false"): (
-        "rollout.scheduling_strategy: AWEX needs the rollout on the actor's GPUs"
-    ),
-    (
-        "Actor and rollout share GPUs without enable_offload",
-        "rollout.scheduling_strategy.type=separation",
-    ): _ONE_NODE,
-    ("A colocated rollout updated by xccl", "rollout.scheduling_strategy.type=separation"): (
-        _ONE_NODE
-    ),
-    ("AWEX on controller v1 with an FSDP actor", "actor.weight_update_mode=disk"): _ONE_NODE,
-    ("additional_bash_cmds on Ray", "scheduler.type=slurm"): (
-        "actor.backend: AReaL's Slurm scheduler allocates only entire nodes"
-    ),
-}
-
-FIXES = [
-    (entry, fix)
-    for entry in ENTRIES
-    if entry.kind != "backend"
-    for fix in hint_fixes(entry)
-    if (entry.title, " ".join(fix)) not in STILL_REFUSED
-]
+FIXES = [(entry, fix) for entry in ENTRIES if entry.kind != "backend" for fix in hint_fixes(entry)]
 
 
 @pytest.mark.parametrize(
@@ -409,22 +328,6 @@ def test_a_fix_in_the_catalogue_passes_the_check(entry: Entry, fix: tuple[str, .
     """Applied to the entry's config (or command), the hint's fix gives one that the
     whole check accepts."""
     _check_with(entry, fix)
-
-
-@pytest.mark.parametrize(
-    ("title", "fix", "then"),
-    [(t, f, then) for (t, f), then in STILL_REFUSED.items()],
-    ids=[f"{t}: {f}" for t, f in STILL_REFUSED],
-)
-def test_a_fix_in_the_catalogue_that_still_meets_a_rule(title: str, fix: str, then: str) -> None:
-    """Each listed fix is still in its entry's hint, and still refused as listed: when a
-    hint changes so that its fix passes, the list says so by failing here."""
-    entry = next(e for e in ENTRIES if e.title == title)
-    assert tuple(shlex.split(fix)) in hint_fixes(entry)
-    with pytest.raises(Exception) as refused:
-        _check_with(entry, tuple(shlex.split(fix)))
-    reason = getattr(refused.value, "reason", str(refused.value))
-    assert reason.startswith(then)
 
 
 def test_the_hints_without_overrides_are_the_listed_ones() -> None:
