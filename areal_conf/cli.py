@@ -95,6 +95,7 @@ def _explain(args: argparse.Namespace) -> None:
             order=args.order,
             n_nodes=args.nodes,
             n_gpus_per_node=args.gpus_per_node,
+            areal_version=args.areal_version,
         )
     )
 
