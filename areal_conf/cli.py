@@ -60,6 +60,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         model=model or env.model,
         model_from="--model" if model else env.model_from,
         mean_response_tokens=response if response is not None else env.mean_response_tokens,
+        machine_gpus=env.machine_gpus,
     )
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from areal_conf.local_gpus import CUDA_ENV
 from areal_conf.memory import GB
 from areal_conf.mesh import DEFAULT_ORDER, rank_groups
 
@@ -115,9 +116,9 @@ def plan_report(plan: Plan, *, groups: bool = False, order: str = DEFAULT_ORDER)
 
 def plan_table(plan: Plan) -> str:
     """One row per engine (the ``on`` column: the nodes it runs on), then the GPU
-    summary, the engines not built, why memory is unknown, and the warnings. A training
-    engine's predicted seconds a training step (``s/step``) is a column when some engine
-    has one."""
+    summary, where the local scheduler's GPUs were counted, the engines not built, why
+    memory is unknown, and the warnings. A training engine's predicted seconds a
+    training step (``s/step``) is a column when some engine has one."""
     timed = any(e.step_seconds is not None for e in plan.engines.values())
     header: tuple[str, ...] = ("engine", "backend", "dims", "GPUs", "scheduling", "on", "GB/GPU")
     if timed:
@@ -146,6 +147,9 @@ def plan_table(plan: Plan) -> str:
         rows.append(row)
     lines = columns(rows, rule=True)
     lines.append(plan_summary(plan))
+    machine = machine_line(plan)
+    if machine:
+        lines.append(machine)
     lines += _not_built(plan)
     if plan.rules is not None:
         lines.append(rules_line(plan))
@@ -219,6 +223,20 @@ def plan_summary(plan: Plan) -> str:
             f"scheduler is asked for {plan.node_count} nodes"
         )
     return f"GPUs: {plan.used_gpus} used of {plan.available_gpus} ({nodes}), {plan.idle_gpus} idle"
+
+
+def machine_line(plan: Plan) -> str:
+    """``machine: 8 GPUs from CUDA_VISIBLE_DEVICES=...``: where the local scheduler's GPUs
+    were counted ("" for other schedulers, which read ``cluster.n_gpus_per_node``)."""
+    gpus = plan.gpus_from
+    if plan.scheduler.column != "local" or plan.cpu_run or gpus is None:
+        return ""
+    text = f"machine: {gpus.count} GPU{'s' if gpus.count != 1 else ''} from {gpus.source}"
+    if gpus.from_config:
+        text += (
+            f" (AReaL's local scheduler counts {CUDA_ENV} or the GPUs of the machine it runs on)"
+        )
+    return text
 
 
 def rules_line(plan: Plan) -> str:
