@@ -8,7 +8,9 @@ workers and colocation, AWEX's GPU sharing, then the scheduler's GPUs. Every mes
 the config key, says why, and gives the fix; each warning is one ``warning:`` line of the
 plan. The rules read the config as :mod:`areal_conf.reading` read it, never the raw config.
 
-Terms: a *GPU run* has ``cluster.n_gpus_per_node > 0`` (``n``); the *RL rules* are
+Terms: a *GPU run* has ``cluster.n_gpus_per_node > 0``; ``n`` is the GPUs per node as the
+scheduler in use counts them (on the local scheduler the machine's, see
+:mod:`areal_conf.local_gpus`); the *RL rules* are
 PPOTrainer's and apply when a config has both an ``actor`` and a ``rollout``; *v1 AWEX* is
 ``actor._version: v1`` with ``actor.weight_update_mode: awex``, where actor and rollout
 time-share the actor's GPUs.
@@ -25,6 +27,7 @@ from areal_conf.backends import join_or
 from areal_conf.checks import Context, colocate
 from areal_conf.engines import replica_mismatch, replica_text, strategy_key
 from areal_conf.errors import AllocationError
+from areal_conf.local_gpus import CUDA_ENV
 from areal_conf.plan import EnginePlan
 from areal_conf.reading import EngineSection, Teacher
 
@@ -98,6 +101,13 @@ def check_scheduler(ctx: Context) -> None:
                 f"scheduler.type local runs on this one machine and does not read "
                 f"cluster.n_nodes ({ctx.run.cluster.n_nodes}): the plan has one node of "
                 f"{ctx.n} GPUs"
+            )
+        gpus, declared = ctx.gpus_per_node, ctx.run.cluster.n_gpus_per_node
+        if not gpus.from_config and gpus.count != declared:
+            ctx.warn(
+                f"cluster.n_gpus_per_node is {declared}, but AReaL's local scheduler does not "
+                f"read it: it has the machine's {_gpus(gpus.count)} ({gpus.source}), as does "
+                f"this plan; cluster.n_gpus_per_node={gpus.count} says so"
             )
 
 
@@ -616,7 +626,8 @@ def _check_cpu_specs(ctx: Context, e: EnginePlan, engine: EngineSection) -> None
             "slurm": "AReaL's Slurm scheduler divides by n_gpus_per_node = 0",
             "ray": "AReaL's Ray scheduler divides by n_gpus_per_node = 0",
         }.get(ctx.column, "AReaL's schedulers would give it GPUs the run does not have")
-        if e.controller == "v2" and e.allocation is not None and e.allocation.is_inference:
+        v2_servers = e.controller == "v2" and e.allocation is not None and e.allocation.is_inference
+        if v2_servers and ctx.column != "local":  # local counts the machine's GPUs, never 0
             consequence = "controller v2 refuses n_gpus_per_node = 0"
         key = engine.key("scheduling_spec")
         raise AllocationError(
@@ -875,15 +886,21 @@ def check_scheduler_gpus(ctx: Context) -> None:
     needed = sum(e.gpus for e in separated)
     if column == "local":
         if needed > n:
+            gpus = ctx.gpus_per_node
             parts = " + ".join(f"{e.name} {e.gpus}" for e in separated)
             raise AllocationError(
-                f"cluster.n_gpus_per_node: the engines need {needed} GPUs ({parts}) but "
-                f"AReaL's local scheduler has this machine's {n}: it would hand GPUs out "
-                "round robin and put several engines on the same GPUs without saying so",
+                f"{gpus.key}: the engines need {needed} GPUs ({parts}) but AReaL's local "
+                f"scheduler has {_gpus(n)} ({gpus.source}): it would hand GPUs out round "
+                "robin and put several engines on the same GPUs without saying so",
                 None,
                 None,
-                hint="shrink an engine's layout, colocate engines, or use scheduler.type=slurm "
-                "or ray for several nodes",
+                hint="shrink an engine's layout, colocate engines, "
+                + (
+                    f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
+                    if gpus.key == CUDA_ENV
+                    else ""
+                )
+                + "or use scheduler.type=slurm or ray for several nodes",
             )
     elif column in ("slurm", "ray"):
         declared = ctx.run.cluster.n_nodes * n
@@ -907,7 +924,7 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
     if column == "local" and per_worker > n:
         raise AllocationError(
             f"{key}: a worker of {alloc} needs {per_worker} GPUs but AReaL's local scheduler "
-            f"has one machine of {n}",
+            f"has one machine of {n} ({ctx.gpus_per_node.source})",
             str(alloc),
             None,
             hint=f"make t×p at most {n}, or use scheduler.type=slurm or ray for instances "

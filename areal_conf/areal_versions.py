@@ -238,3 +238,16 @@ def choose_rules(
         return RulesChoice(VERSIONS[NEWEST], "newest")
     version, warning = nearest_supported(found)
     return RulesChoice(VERSIONS[version], "installed", found, warning)
+
+
+def teacher_layout(requested: str | None = None) -> Literal["flat", "nested"]:
+    """Where the rules in force put a teacher (:func:`choose_rules`): ``flat``
+    (``teacher.backend``, AReaL 1.0) or ``nested`` (``teacher.train``/``teacher.rollout``,
+    2.0). A bad ``AREAL_CONF_AREAL_VERSION`` gives the newest version's layout: the
+    validation that reads it reports it, with its fix; a bad ``requested`` is its error."""
+    try:
+        return choose_rules(requested).rules.teacher_layout
+    except AllocationError:
+        if requested is not None:
+            raise
+        return VERSIONS[NEWEST].teacher_layout

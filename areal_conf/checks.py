@@ -29,6 +29,7 @@ from areal_conf.engines import (
 )
 from areal_conf.errors import AllocationError
 from areal_conf.fit import MemoryCheck, Recheck, check_memory
+from areal_conf.local_gpus import GpuCount, gpus_per_node
 from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan import EnginePlan, Plan, SchedulerRules, Slot, place, placement_warnings
@@ -73,9 +74,16 @@ class Context:
             self.plan_nodes = self.run.cluster.n_nodes
 
     @property
+    def gpus_per_node(self) -> GpuCount:
+        """GPUs per node as the scheduler in use counts them, and where from: the
+        machine's on the local scheduler, ``cluster.n_gpus_per_node`` on the others."""
+        declared = self.run.cluster.n_gpus_per_node
+        return gpus_per_node(declared, self.column, self.settings.machine_gpus)
+
+    @property
     def n(self) -> int:
         """GPUs per node."""
-        return self.run.cluster.n_gpus_per_node
+        return self.gpus_per_node.count
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -118,6 +126,7 @@ class Context:
             self.plan_nodes,
             self.n,
             tuple(warnings),
+            gpus_from=self.gpus_per_node,
             memory_note=self.memory_note,
             rules=self.choice,
             scheduler=SchedulerRules(self.run.scheduler_type, self.column),

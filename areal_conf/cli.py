@@ -61,6 +61,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         model=model or env.model,
         model_from="--model" if model else env.model_from,
         mean_response_tokens=response if response is not None else env.mean_response_tokens,
+        machine_gpus=env.machine_gpus,
     )
 
 
@@ -96,6 +97,7 @@ def _explain(args: argparse.Namespace) -> None:
             order=args.order,
             n_nodes=args.nodes,
             n_gpus_per_node=args.gpus_per_node,
+            areal_version=args.areal_version,
         )
     )
 

@@ -38,7 +38,6 @@ from typing import Annotated, Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from areal_conf.errors import AllocationError
 from areal_conf.roles import ALLOCATION_NODE, ROLE_NAMES, SCHEDULING_TYPES, TEACHER_LAYOUTS
 
 # ------------------------------------------------------------------ schema notes
@@ -222,17 +221,6 @@ OPEN_SECTIONS = ("cluster",)
 OPEN_TYPES: tuple[type, ...] = (EngineConfig, TeacherLayouts)
 
 
-def _teacher_layout() -> str:
-    from areal_conf.areal_versions import NEWEST, VERSIONS, choose_rules
-
-    try:
-        return choose_rules().rules.teacher_layout
-    except AllocationError:
-        # A bad AREAL_CONF_AREAL_VERSION: validation reports it, with its fix, once the
-        # config is composed; the schema takes the newest version's shape meanwhile.
-        return VERSIONS[NEWEST].teacher_layout
-
-
 def schema_node() -> DictConfig:
     """The root dataclass for the AReaL version whose rules apply, as a config whose
     root, open sections and engine sections accept unknown keys (built once per teacher
@@ -241,7 +229,11 @@ def schema_node() -> DictConfig:
     OmegaConf lets a typed node take unknown keys when its own ``struct`` flag is
     explicitly false; merging a YAML into it keeps the types of the declared keys.
     """
-    return copy.deepcopy(_schema_for(_teacher_layout()))
+    from areal_conf.areal_versions import teacher_layout
+
+    # A bad AREAL_CONF_AREAL_VERSION gives the newest version's shape: validation reports
+    # it, with its fix, once the config is composed.
+    return copy.deepcopy(_schema_for(teacher_layout()))
 
 
 @functools.cache

@@ -122,7 +122,7 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
             hint=f"set one, e.g. {key}={example}, or remove the {engine.section} section",
         )
     try:
-        alloc = parse_backend(written)
+        alloc = parse_backend(written, teacher_layout=run.rules.teacher_layout)
     except AllocationError as err:
         raise err.with_context(where) from None
     plan = EnginePlan(

@@ -106,9 +106,13 @@ def explain_specs(
     order: str = DEFAULT_ORDER,
     n_nodes: int | None = None,
     n_gpus_per_node: int | None = None,
+    areal_version: str | None = None,
 ) -> str:
     """Describe each backend string; with a cluster size, place it alone and draw the
-    GPU map; with ``groups``, list its rank groups (training backends)."""
+    GPU map; with ``groups``, list its rank groups (training backends). A string in the
+    ``allocation_mode`` syntax is an error whose fix is written for ``areal_version``'s
+    rules (by default the rules in force)."""
+    from areal_conf.areal_versions import teacher_layout
     from areal_conf.parser import parse_backend
 
     for flag, value in (("--nodes", n_nodes), ("--gpus-per-node", n_gpus_per_node)):
@@ -119,9 +123,10 @@ def explain_specs(
                 None,
                 hint=f"e.g. {flag} {2 if flag == '--nodes' else 8}",
             )
+    layout = teacher_layout(areal_version)
     blocks = []
     for spec in specs:
-        alloc = parse_backend(spec)
+        alloc = parse_backend(spec, teacher_layout=layout)
         placed: Plan | None = None
         if n_nodes is not None or n_gpus_per_node is not None:
             per_node = n_gpus_per_node or 8

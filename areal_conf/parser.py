@@ -16,23 +16,31 @@ from areal_conf.overrides import shell_line
 __all__ = ["parse_backend"]
 
 
-def parse_backend(spec: object) -> ModelAllocation:
-    """Parse one engine's backend string, e.g. ``fsdp:d4t2``, into a ModelAllocation."""
+def parse_backend(spec: object, *, teacher_layout: str | None = None) -> ModelAllocation:
+    """Parse one engine's backend string, e.g. ``fsdp:d4t2``, into a ModelAllocation.
+
+    A string in the ``allocation_mode`` syntax is an error whose hint translates it, a
+    teacher in ``teacher_layout`` (``flat``: AReaL 1.0's ``teacher.backend``; ``nested``:
+    2.0's ``teacher.train``); by default in the layout of the AReaL rules in force
+    (``AREAL_CONF_AREAL_VERSION``, the installed ``areal``, else the newest)."""
     if type(spec) is not str:
         raise _not_a_string(spec)
-    return parse_fast(spec) or _parse_slow(spec)
+    return parse_fast(spec) or _parse_slow(spec, teacher_layout)
 
 
-def _parse_slow(spec: str) -> ModelAllocation:
+def _parse_slow(spec: str, teacher_layout: str | None) -> ModelAllocation:
     try:
         return Parser(spec).parse()
     except LegacySyntax as err:
-        raise _with_translation(err) from None
+        raise _with_translation(err, teacher_layout) from None
 
 
-def _with_translation(err: LegacySyntax) -> AllocationError:
+def _with_translation(err: LegacySyntax, teacher_layout: str | None) -> AllocationError:
+    from areal_conf.areal_versions import teacher_layout as layout_in_force
+
+    layout = teacher_layout or layout_in_force()
     try:
-        translation = shell_line(migrate_allocation_mode(str(err.spec)))
+        translation = shell_line(migrate_allocation_mode(str(err.spec), teacher_layout=layout))
     except AllocationError:
         translation = ""
     hint = err.hint + (f"; as overrides: {translation}" if translation else "")

@@ -11,6 +11,7 @@ from areal_conf.allocation import ModelAllocation
 from areal_conf.areal_versions import RulesChoice
 from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
+from areal_conf.local_gpus import DECLARED, GpuCount
 from areal_conf.memory import MemoryEstimate
 
 Slot = tuple[int, int]  # (node, local GPU index)
@@ -142,6 +143,9 @@ class Plan:
     #: read ``cluster.n_nodes`` (Slurm, Ray) is given more work than it declares.
     placed_nodes: int | None = None
     speed_note: str = ""  # how the engines' step times were predicted, when they were
+    #: Where ``n_gpus_per_node`` came from: on the local scheduler the machine's GPUs
+    #: (``CUDA_VISIBLE_DEVICES=0,1,2,3``); None: ``cluster.n_gpus_per_node``.
+    gpus_from: GpuCount | None = None
 
     @property
     def cpu_run(self) -> bool:
@@ -189,7 +193,11 @@ class Plan:
         return {
             "areal_rules": None if self.rules is None else self.rules.to_dict(),
             "scheduler": self.scheduler.to_dict(),
-            "cluster": {"n_nodes": self.n_nodes, "n_gpus_per_node": self.n_gpus_per_node},
+            "cluster": {
+                "n_nodes": self.n_nodes,
+                "n_gpus_per_node": self.n_gpus_per_node,
+                "gpus_per_node_from": DECLARED if self.gpus_from is None else self.gpus_from.source,
+            },
             "cpu_run": self.cpu_run,
             "gpus": {
                 "available": self.available_gpus,

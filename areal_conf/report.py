@@ -21,8 +21,9 @@ The GPU map: one line per node, one letter per GPU, then a legend::
 
 Colocated engines have no letter of their own: the legend names them next to the engine
 whose GPUs they share (the end of their colocation chain). ``.`` is an idle GPU. Engines
-of the config that are not built are listed below the legend with the reason; a CPU
-run (no GPUs per node) has no map. Consecutive nodes whose lines are identical
+of the config that are not built hold no GPU: the plan table lists them with the reason,
+once (train.py and ``explain`` print the table above the map). A CPU run (no GPUs per
+node) has no map. Consecutive nodes whose lines are identical
 collapse into one (``nodes 2-61  A A A A A A A A``), so a 64-node plan stays a few lines.
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from areal_conf.local_gpus import CUDA_ENV
 from areal_conf.memory import GB
 from areal_conf.mesh import DEFAULT_ORDER, rank_groups
 
@@ -113,11 +115,12 @@ def plan_report(plan: Plan, *, groups: bool = False, order: str = DEFAULT_ORDER)
 
 
 def plan_table(plan: Plan) -> str:
-    """One row per engine, then the GPU summary, the engines not built, why memory is
-    unknown, and the warnings. A training engine's predicted seconds a training step
-    (``s/step``) is a column when some engine has one."""
+    """One row per engine (the ``on`` column: the nodes it runs on), then the GPU
+    summary, where the local scheduler's GPUs were counted, the engines not built, why
+    memory is unknown, and the warnings. A training engine's predicted seconds a
+    training step (``s/step``) is a column when some engine has one."""
     timed = any(e.step_seconds is not None for e in plan.engines.values())
-    header: tuple[str, ...] = ("engine", "backend", "dims", "GPUs", "scheduling", "nodes", "GB/GPU")
+    header: tuple[str, ...] = ("engine", "backend", "dims", "GPUs", "scheduling", "on", "GB/GPU")
     if timed:
         header += ("s/step",)
     rows = [header]
@@ -136,7 +139,7 @@ def plan_table(plan: Plan) -> str:
             dims_text(e),
             gpus,
             scheduling_text(e),
-            _ranges(e.nodes),
+            nodes_text(e.nodes),
             memory,
         )
         if timed:
@@ -144,6 +147,9 @@ def plan_table(plan: Plan) -> str:
         rows.append(row)
     lines = columns(rows, rule=True)
     lines.append(plan_summary(plan))
+    machine = machine_line(plan)
+    if machine:
+        lines.append(machine)
     lines += _not_built(plan)
     if plan.rules is not None:
         lines.append(rules_line(plan))
@@ -219,6 +225,20 @@ def plan_summary(plan: Plan) -> str:
     return f"GPUs: {plan.used_gpus} used of {plan.available_gpus} ({nodes}), {plan.idle_gpus} idle"
 
 
+def machine_line(plan: Plan) -> str:
+    """``machine: 8 GPUs from CUDA_VISIBLE_DEVICES=...``: where the local scheduler's GPUs
+    were counted ("" for other schedulers, which read ``cluster.n_gpus_per_node``)."""
+    gpus = plan.gpus_from
+    if plan.scheduler.column != "local" or plan.cpu_run or gpus is None:
+        return ""
+    text = f"machine: {gpus.count} GPU{'s' if gpus.count != 1 else ''} from {gpus.source}"
+    if gpus.from_config:
+        text += (
+            f" (AReaL's local scheduler counts {CUDA_ENV} or the GPUs of the machine it runs on)"
+        )
+    return text
+
+
 def rules_line(plan: Plan) -> str:
     """``rules: AReaL 2.0 (...); scheduler.type slurm``: whose rules the plan follows."""
     assert plan.rules is not None
@@ -260,6 +280,13 @@ def scheduling_text(engine: EnginePlan) -> str:
     if not engine.fork:
         text += ", no fork"
     return text
+
+
+def nodes_text(nodes: tuple[int, ...]) -> str:
+    """The nodes an engine runs on, by index: ``node 0``, ``nodes 0-2,5``."""
+    if not nodes:
+        return ""
+    return f"node{'s' if len(nodes) > 1 else ''} {_ranges(nodes)}"
 
 
 def _ranges(values: tuple[int, ...]) -> str:
@@ -312,7 +339,7 @@ def node_cells(plan: Plan) -> list[list[str]]:
 def render_gpu_map(plan: Plan) -> str:
     """The map and its legend as text (no trailing newline)."""
     if plan.cpu_run:
-        return "\n".join(["(CPU run: no GPUs to map)", *_not_built(plan)])
+        return "(CPU run: no GPUs to map)"
     per_node = plan.n_gpus_per_node
     spaced = per_node <= _SPACED_UP_TO
     width = len(str(per_node - 1)) if spaced else 1
@@ -338,7 +365,6 @@ def render_gpu_map(plan: Plan) -> str:
     lines += [f"{label:<{label_width}}  {row}" for label, row in rows]
     lines.append("")
     lines += _legend(plan, cells)
-    lines += _not_built(plan)
     return "\n".join(lines)
 
 
@@ -379,7 +405,7 @@ def _gpus_on(count: int, nodes: tuple[int, ...]) -> str:
     gpus = f"{count} GPU{'s' if count != 1 else ''}"
     if not nodes:
         return gpus
-    return f"{gpus} on node{'s' if len(nodes) > 1 else ''} {_ranges(nodes)}"
+    return f"{gpus} on {nodes_text(nodes)}"
 
 
 # -- memory ------------------------------------------------------------------------------

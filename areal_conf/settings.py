@@ -13,7 +13,13 @@ or from the environment, which train.py, the launcher and ``validate`` read:
   ``config.json``, a model directory or a Hugging Face id (by default the shape comes
   from ``actor.path``);
 - ``AREAL_CONF_MEAN_RESPONSE_TOKENS``: the mean response length the predicted step time
-  assumes (default: half of ``gconfig.max_new_tokens``).
+  assumes (default: half of ``gconfig.max_new_tokens``);
+- ``AREAL_CONF_DEVICE_DIR``: where areal-conf counts the machine's GPUs for AReaL's local
+  scheduler (default ``/dev``, where AReaL counts them; the test suite points it at an
+  empty directory so that a GPU machine plans as CI does).
+
+The environment also gives the GPUs AReaL's local scheduler would have where areal-conf
+runs (``CUDA_VISIBLE_DEVICES``, else the machine's devices: :mod:`areal_conf.local_gpus`).
 
 areal-conf's own application configs (those listing ``areal_schema``) may also set
 ``cluster.gpu_memory_gb`` and the ``model`` section; a setting given here wins over them.
@@ -26,14 +32,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from areal_conf.errors import AllocationError
+from areal_conf.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
 GPU_ENV: Final = "AREAL_CONF_GPU"
 MODEL_ENV: Final = "AREAL_CONF_MODEL"
 MEAN_RESPONSE_ENV: Final = "AREAL_CONF_MEAN_RESPONSE_TOKENS"
+DEVICE_DIR_ENV: Final = "AREAL_CONF_DEVICE_DIR"
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,8 @@ class Settings:
     keys (``hf_config`` a file, directory or Hugging Face id; sizes such as
     ``num_layers``) with ``model_from`` naming where they came from; ``gpu`` the GPU by
     its name in ``areal_conf.hardware.HARDWARE``; ``mean_response_tokens`` the mean
-    response length the predicted step time assumes.
+    response length the predicted step time assumes; ``machine_gpus`` the GPUs AReaL's
+    local scheduler would have where areal-conf runs (None: none visible here).
     """
 
     areal_version: str | None = None
@@ -55,6 +65,7 @@ class Settings:
     model: Mapping[str, Any] = field(default_factory=dict)
     model_from: str = ""
     mean_response_tokens: int | None = None
+    machine_gpus: GpuCount | None = None
 
 
 def positive_tokens(value: object, where: str) -> int:
@@ -98,7 +109,8 @@ def from_environment(
     environ: Mapping[str, str] | None = None, *, areal_version: str | None = None
 ) -> Settings:
     """The settings the environment gives (``AREAL_CONF_GPU_MEMORY_GB``,
-    ``AREAL_CONF_MODEL``), plus ``areal_version`` from a command line."""
+    ``AREAL_CONF_MODEL``, ..., the machine's GPUs), plus ``areal_version`` from a command
+    line."""
     env = os.environ if environ is None else environ
     gb_text = env.get(GPU_MEMORY_ENV, "")
     gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
@@ -122,6 +134,7 @@ def from_environment(
         model=model,
         model_from=MODEL_ENV if model else "",
         mean_response_tokens=response,
+        machine_gpus=machine_gpus(env, Path(env.get(DEVICE_DIR_ENV, "") or DEVICE_DIR)),
     )
 
 

@@ -33,24 +33,33 @@ def _discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
-#: areal-conf's own settings from the environment; a test sets them when it means to.
+#: areal-conf's own settings from the environment, and the GPUs visible to AReaL's local
+#: scheduler; a test sets them when it means to.
 AREAL_CONF_ENV = (
     "AREAL_CONF_AREAL_VERSION",
     "AREAL_CONF_GPU_MEMORY_GB",
     "AREAL_CONF_GPU",
     "AREAL_CONF_MODEL",
     "AREAL_CONF_MEAN_RESPONSE_TOKENS",
+    "AREAL_CONF_DEVICE_DIR",
+    "CUDA_VISIBLE_DEVICES",
 )
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_areal_conf_settings_from_outside() -> Iterator[None]:
+def _no_areal_conf_settings_from_outside(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
     """The suite runs with the rules areal-conf picks by itself (no areal installed: the
-    newest) unless a test chooses, whatever the shell that started pytest has set."""
+    newest) unless a test chooses, whatever the shell that started pytest has set; and
+    on a machine without GPUs, as CI is (the machine's devices are counted in an empty
+    directory), so that the local scheduler's plans take cluster.n_gpus_per_node."""
     import os
 
     saved = {k: os.environ.pop(k) for k in AREAL_CONF_ENV if k in os.environ}
+    os.environ["AREAL_CONF_DEVICE_DIR"] = str(tmp_path_factory.mktemp("no-gpus"))
     yield
+    os.environ.pop("AREAL_CONF_DEVICE_DIR")
     os.environ.update(saved)
 
 

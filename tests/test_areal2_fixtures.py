@@ -148,4 +148,10 @@ def test_a_users_config_yaml_is_not_shadowed_by_the_applications(
     assert result.returncode == 0, result.stderr
     plan = json.loads((tmp_path / "run" / "allocation_plan.json").read_text())
     assert plan["engines"]["actor"]["spec"] == "megatron:d1"  # hermes', not fsdp:d4t2
-    assert plan["cluster"] == {"n_nodes": 1, "n_gpus_per_node": 2}
+    assert plan["cluster"] == {
+        "n_nodes": 1,
+        "n_gpus_per_node": 2,
+        # the suite runs as on a machine without GPUs: the local scheduler's count is the
+        # config's
+        "gpus_per_node_from": "cluster.n_gpus_per_node, no GPU visible here",
+    }

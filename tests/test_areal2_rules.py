@@ -18,7 +18,9 @@ from _helpers import run_python
 
 from areal_conf import AllocationError, validate
 from areal_conf.areal_versions import VERSION_ENV, choose_rules
+from areal_conf.local_gpus import machine_gpus
 from areal_conf.report import plan_table
+from areal_conf.settings import DEVICE_DIR_ENV
 
 DROP = object()  # a change that removes the key
 
@@ -256,6 +258,26 @@ REJECTED: list[Rejected] = [
         rl(cluster__n_gpus_per_node=0),
         "actor.scheduling_spec",  # created first
         ("CPU run", "real GPUs", "actor.scheduling_spec.0.gpu=0"),
+    ),
+    # the local scheduler's n_gpus_per_node is the machine's, never 0 (local.py:184-201),
+    # so only Slurm's and Ray's v2 servers meet controller v2's refusal of 0
+    # (areal/v2/inference_service/controller/controller.py:113-115)
+    Rejected(
+        "G3 local v2 servers",
+        rl("dte", cluster__n_gpus_per_node=0, actor__scheduling_spec=[{"gpu": 0}]),
+        "rollout.scheduling_spec",
+        ("CPU run", "local scheduler", "real GPUs"),
+    ),
+    Rejected(
+        "G3 slurm v2 servers",
+        rl(
+            "dte",
+            scheduler__type="slurm",
+            cluster__n_gpus_per_node=0,
+            actor__scheduling_spec=[{"gpu": 0}],
+        ),
+        "rollout.scheduling_spec",
+        ("CPU run", "controller v2 refuses n_gpus_per_node = 0"),
     ),
     # -- colocation
     Rejected(
@@ -639,6 +661,233 @@ def test_a_cpu_run_takes_no_gpus() -> None:
     cfg["actor"]["scheduling_spec"] = [{"gpu": 0}]
     data = validate(cfg, areal_version="2.0").to_dict()
     assert all(e["gpus"] == 0 for e in data["engines"].values())
+
+
+# ------------------------------------------------------- the local scheduler's GPUs
+# AReaL 2.0 (cbff54d64), areal/infra/scheduler/local.py: LocalScheduler.gpu_devices is
+# _detect_gpus() (line 116): CUDA_VISIBLE_DEVICES when set and not empty, its entries
+# read by int(), else [0] (lines 188-197); else _get_device_count_safely(), the /dev
+# entries nvidiaN, else davinciN (lines 73-90, 198-201). Its n_gpus_per_node is
+# len(gpu_devices) (lines 184-186); cluster.n_gpus_per_node is never read.
+
+NVIDIA_DEV = ["nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-caps"]
+
+
+class Counted(NamedTuple):
+    id: str
+    visible: str | None  # CUDA_VISIBLE_DEVICES (None: not set)
+    devices: tuple[str, ...]  # the entries of the device directory
+    count: int | None  # None: no GPU visible
+    key: str = ""
+    source: str = ""  # {dev}: the device directory
+
+
+COUNTED = [
+    Counted("nothing visible", None, (), None),
+    Counted("no GPU device", None, ("null", "tty0", "nvidiactl"), None),
+    Counted("nvidiaN", None, tuple(NVIDIA_DEV), 4, "scheduler.type", "{dev}/nvidia* devices"),
+    Counted(
+        "davinciN",
+        None,
+        ("davinci0", "davinci1", "davinci_manager"),
+        2,
+        "scheduler.type",
+        "{dev}/davinci* devices",
+    ),
+    Counted(
+        "nvidia before davinci", None, ("nvidia0", "davinci0", "davinci1"), 1, "scheduler.type"
+    ),
+    Counted(
+        "indices", "0,1", tuple(NVIDIA_DEV), 2, "CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES=0,1"
+    ),
+    Counted("blanks, as int() reads them", " 2, 3,5", (), 3, "CUDA_VISIBLE_DEVICES"),
+    Counted("empty: the devices", "", tuple(NVIDIA_DEV), 4, "scheduler.type"),
+    Counted(
+        "a trailing comma: GPU 0 alone",
+        "0,1,",
+        tuple(NVIDIA_DEV),
+        1,
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_VISIBLE_DEVICES='0,1,', which AReaL does not read as GPU indices: it takes GPU 0",
+    ),
+    Counted("a UUID: GPU 0 alone", "GPU-8f6d2c1e", (), 1, "CUDA_VISIBLE_DEVICES"),
+]
+
+
+@pytest.mark.parametrize("row", COUNTED, ids=[row.id for row in COUNTED])
+def test_the_machines_gpus_are_counted_as_areal_counts_them(row: Counted, tmp_path: Path) -> None:
+    for name in row.devices:
+        (tmp_path / name).touch()
+    env = {} if row.visible is None else {"CUDA_VISIBLE_DEVICES": row.visible}
+    found = machine_gpus(env, tmp_path)
+    if row.count is None:
+        assert found is None
+        return
+    assert found is not None
+    assert (found.count, found.key) == (row.count, row.key)
+    if row.source:
+        assert found.source == row.source.format(dev=tmp_path)
+
+
+def test_a_device_directory_that_cannot_be_read_shows_no_gpu(tmp_path: Path) -> None:
+    assert machine_gpus({}, tmp_path / "absent") is None
+
+
+def _machine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, visible: str = "", devices: int = 0
+) -> None:
+    """This machine, as areal-conf sees it: CUDA_VISIBLE_DEVICES and nvidia devices."""
+    if visible:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for i in range(devices):
+        (dev / f"nvidia{i}").touch()
+    monkeypatch.setenv(DEVICE_DIR_ENV, str(dev))
+
+
+class OnMachine(NamedTuple):
+    id: str
+    cfg: dict[str, Any]
+    visible: str  # CUDA_VISIBLE_DEVICES ("": not set)
+    devices: int  # /dev/nvidiaN entries
+    key: str  # the message starts with "<key>:"
+    words: tuple[str, ...] = ()
+
+
+ON_MACHINE = [
+    OnMachine(
+        "more than CUDA_VISIBLE_DEVICES",
+        rl(),
+        "0,1,2,3",
+        8,
+        "CUDA_VISIBLE_DEVICES",
+        ("need 8 GPUs", "has 4 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3)", "list more GPUs"),
+    ),
+    OnMachine(
+        "a larger cluster.n_gpus_per_node does not silence it",
+        rl(actor__backend="fsdp:d8", cluster__n_gpus_per_node=16),
+        "0,1,2,3,4,5,6,7",
+        8,
+        "CUDA_VISIBLE_DEVICES",
+        ("need 12 GPUs", "has 8 GPUs"),
+    ),
+    OnMachine(
+        "more than the machine's devices",
+        rl(cluster__n_gpus_per_node=16),
+        "",
+        4,
+        "scheduler.type",
+        ("need 8 GPUs", "has 4 GPUs", "/nvidia* devices"),
+    ),
+    OnMachine(
+        "a trailing comma leaves GPU 0 alone",
+        rl(),
+        "0,1,2,3,4,5,6,7,",
+        8,
+        "CUDA_VISIBLE_DEVICES",
+        ("has 1 GPU", "does not read as GPU indices"),
+    ),
+    OnMachine(
+        "an instance larger than the visible GPUs",
+        rl(rollout__backend="sglang:t4", actor__backend="fsdp:d1"),
+        "0,1",
+        8,
+        "rollout.backend",
+        ("needs 4 GPUs", "one machine of 2 (CUDA_VISIBLE_DEVICES=0,1)"),
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ON_MACHINE, ids=[row.id for row in ON_MACHINE])
+def test_the_local_scheduler_has_the_machines_gpus(
+    row: OnMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(monkeypatch, tmp_path, row.visible, row.devices)
+    with pytest.raises(AllocationError) as info:
+        validate(row.cfg, areal_version="2.0")
+    err = info.value
+    assert err.reason.startswith(f"{row.key}: "), err.reason
+    for word in row.words:
+        assert word in str(err), (word, str(err))
+
+
+def test_the_plan_says_where_the_machines_gpus_were_counted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(monkeypatch, tmp_path, "0,1,2,3", 8)
+    plan = validate(rl(actor__backend="fsdp:d2", rollout__backend="sglang:d2"), areal_version="2.0")
+    assert plan.to_dict()["cluster"] == {
+        "n_nodes": 1,
+        "n_gpus_per_node": 4,
+        "gpus_per_node_from": "CUDA_VISIBLE_DEVICES=0,1,2,3",
+    }
+    table = plan_table(plan)
+    assert "GPUs: 4 used of 4 (one machine × 4, local scheduler), 0 idle" in table
+    assert "machine: 4 GPUs from CUDA_VISIBLE_DEVICES=0,1,2,3" in table.splitlines()
+    (warning,) = plan.warnings
+    assert warning.startswith("cluster.n_gpus_per_node is 8, but AReaL's local scheduler")
+    assert "cluster.n_gpus_per_node=4 says so" in warning
+
+
+def test_with_no_gpu_visible_the_local_scheduler_plans_with_the_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(monkeypatch, tmp_path)  # as on CI, or a laptop that is not the target machine
+    plan = validate(rl(), areal_version="2.0")
+    assert plan.n_gpus_per_node == 8 and plan.warnings == ()
+    source = "cluster.n_gpus_per_node, no GPU visible here"
+    assert plan.to_dict()["cluster"]["gpus_per_node_from"] == source
+    assert f"machine: 8 GPUs from {source} (AReaL's local scheduler counts" in plan_table(plan)
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "ray"])
+def test_slurm_and_ray_read_the_config_whatever_the_machine(
+    scheduler: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(
+        monkeypatch, tmp_path, "0,1", 2
+    )  # areal/infra/scheduler/slurm.py:93-95, ray.py:605-607
+    plan = validate(rl(scheduler), areal_version="2.0")
+    assert plan.n_gpus_per_node == 8
+    assert plan.to_dict()["cluster"]["gpus_per_node_from"] == "cluster.n_gpus_per_node"
+    assert "machine:" not in plan_table(plan)
+
+
+def test_a_cpu_run_on_the_local_scheduler_has_no_gpus(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(monkeypatch, tmp_path, "0,1,2,3", 4)
+    cfg = rl(cluster__n_gpus_per_node=0, rollout__scheduling_spec=[{"gpu": 0}])
+    cfg["actor"]["scheduling_spec"] = [{"gpu": 0}]
+    plan = validate(cfg, areal_version="2.0")
+    assert plan.cpu_run and plan.used_gpus == 0
+
+
+GSM8K_MEGATRON = Path(__file__).parent / "fixtures/areal2/examples/math/gsm8k_grpo_megatron.yaml"
+
+
+def test_check_counts_the_gpus_of_the_environment_the_command_runs_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Any
+) -> None:
+    """``check`` runs where ``run`` starts the AReaL command, with its environment."""
+    _machine(monkeypatch, tmp_path, "0,1,2,3", 8)
+    argv = ["python", "driver.py", "--config", str(GSM8K_MEGATRON), "scheduler.type=local"]
+    status, _, err = cli("check", *argv)  # actor megatron:d4 + rollout sglang:d4
+    assert status == 2
+    assert err.startswith("error: CUDA_VISIBLE_DEVICES: the engines need 8 GPUs"), err
+    status, out, _ = cli("check", *argv, "actor.backend=megatron:d2", "rollout.backend=sglang:d2")
+    assert status == 0 and "machine: 4 GPUs from CUDA_VISIBLE_DEVICES=0,1,2,3" in out
+
+
+@pytest.mark.e2e
+def test_train_counts_the_gpus_of_its_environment(
+    train: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _machine(monkeypatch, tmp_path, "0,1,2,3,4,5,6,7", 8)
+    result = train("scheduler.type=local", "cluster.n_nodes=1", "cluster.n_gpus_per_node=16")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "CUDA_VISIBLE_DEVICES: the engines need 16 GPUs" in result.stderr
 
 
 # ------------------------------------------------------------------ allocation_mode

@@ -555,7 +555,7 @@ ON_COMMANDS: list[OnCommand] = [
         ["scheduler.type=local", "actor.path=Qwen/Qwen2.5-72B-Instruct"],
         "no change areal-conf tries passes the whole check: the first that fits memory, on 16 "
         "GPUs, is refused (cluster.n_gpus_per_node: the engines need 20 GPUs (actor 16 + "
-        "rollout 4) but AReaL's local scheduler has this machine's 8",
+        "rollout 4) but AReaL's local scheduler has 8 GPUs (cluster.n_gpus_per_node, no GPU visible here)",
     ),
     OnCommand(  # on Slurm the actor takes 2 nodes, and the rollout's own fix comes with it
         [
@@ -596,7 +596,7 @@ def test_the_check_command_prints_no_fix_the_local_scheduler_refuses(
     err = capsys.readouterr().err
     assert err.startswith("error: actor: fsdp:d4 needs 515.4 GB per GPU but a GPU has 80 GB")
     assert "this would fit" not in err and "cluster.n_nodes" not in err
-    assert "AReaL's local scheduler has this machine's 8" in err
+    assert "AReaL's local scheduler has 8 GPUs" in err
 
 
 # -- the config a fix is rechecked on --------------------------------------------------------

@@ -11,7 +11,7 @@ from _helpers import compose_config
 
 from areal_conf import parse_backend
 from areal_conf.plan import EnginePlan, Plan
-from areal_conf.report import engine_letters, node_cells, render_gpu_map
+from areal_conf.report import engine_letters, node_cells, plan_report, plan_table, render_gpu_map
 from areal_conf.validation import validate
 
 COLOCATED = {"type": "colocation", "target": "actor"}
@@ -126,18 +126,44 @@ def test_a_chain_shares_the_gpus_of_its_end() -> None:
     )
 
 
-def test_engines_not_built_are_listed_with_the_reason() -> None:
+NOT_BUILT = (
+    "ref: not built (actor.kl_ctl is 0: AReaL builds the ref model only when actor.kl_ctl > 0)"
+)
+
+
+def test_an_engine_not_built_is_said_once_with_the_reason() -> None:
     cfg: dict[str, Any] = {
         "actor": {"backend": "fsdp:d8", "kl_ctl": 0},
         "ref": {"backend": "", "scheduling_strategy": COLOCATED},
         "cluster": {"n_nodes": 1},
     }
     plan = validate(cfg, areal_version="1.0")
-    text = render_gpu_map(plan)
-    assert "E =" not in text
-    assert text.endswith(
-        "ref: not built (actor.kl_ctl is 0: AReaL builds the ref model only when actor.kl_ctl > 0)"
+    gpu_map = render_gpu_map(plan)
+    assert "E =" not in gpu_map and "ref" not in gpu_map  # it holds no GPU
+    assert NOT_BUILT in plan_table(plan).splitlines()
+    # explain prints the table above the map, and train.py does too: one line, not two
+    assert plan_report(plan).count("ref: not built") == 1
+
+
+def test_the_table_names_the_nodes_an_engine_runs_on() -> None:
+    """The ``on`` column holds node indices, spelled as such: "0" alone read as no node."""
+    plan = plan_of(
+        "sglang:d2t4",
+        "fsdp:d12",
+        n_nodes=3,
+        critic={"backend": "fsdp:d2", "scheduling_strategy": SEPARATE},
     )
+    header, _, *rows = plan_table(plan).splitlines()
+    start = header.index("  on  ") + 2
+    end = header.index("GB/GPU")
+    on = {row.split()[0]: row[start:end].strip() for row in rows[:4]}
+    assert on == {
+        "rollout": "node 0",  # 8 GPUs
+        "actor": "nodes 1-2",  # 12 GPUs
+        "critic": "node 2",
+        "ref": "nodes 1-2",  # colocated with the actor
+    }
+    assert plan.to_dict()["engines"]["actor"]["nodes"] == [1, 2]  # the JSON keeps indices
 
 
 def test_cpu_run_has_no_map() -> None:

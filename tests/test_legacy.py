@@ -379,6 +379,64 @@ def test_parser_error_for_legacy_string_gives_translation() -> None:
     ) in info.value.hint
 
 
+WITH_TEACHER = "sglang:d2+fsdp[actor]:d4+megatron[teacher]:d2p2"
+TEACHER_2_0 = (
+    "teacher.engine_type=train teacher.train.backend=megatron:d2p2 "
+    "teacher.train.scheduling_strategy.type=separation"
+)
+TEACHER_1_0 = "teacher.backend=megatron:d2p2 teacher.scheduling_strategy.type=separation"
+
+
+class TeacherIn(NamedTuple):
+    how: str  # where the AReaL version comes from
+    env: str | None  # AREAL_CONF_AREAL_VERSION
+    layout: str | None  # parse_backend's teacher_layout
+    areal_version: str | None  # validate's
+    translation: str
+
+
+TEACHER_IN = [
+    TeacherIn("newest by default", None, None, None, TEACHER_2_0),
+    TeacherIn("AREAL_CONF_AREAL_VERSION=1.0", "1.0", None, None, TEACHER_1_0),
+    TeacherIn("AREAL_CONF_AREAL_VERSION=2.0", "2.0", None, None, TEACHER_2_0),
+    TeacherIn("a bad AREAL_CONF_AREAL_VERSION", "9", None, None, TEACHER_2_0),
+    TeacherIn("teacher_layout flat", "2.0", "flat", None, TEACHER_1_0),
+    TeacherIn("teacher_layout nested", "1.0", "nested", None, TEACHER_2_0),
+]
+
+
+@pytest.mark.parametrize("row", TEACHER_IN, ids=[row.how for row in TEACHER_IN])
+def test_a_legacy_strings_teacher_is_translated_for_the_areal_version(
+    row: TeacherIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AReaL 1.0's teacher is flat (``teacher.backend``); 2.0 nests a training teacher
+    under ``teacher.train`` with ``teacher.engine_type: train``."""
+    if row.env is not None:
+        monkeypatch.setenv("AREAL_CONF_AREAL_VERSION", row.env)
+    with pytest.raises(AllocationError) as info:
+        parse_backend(WITH_TEACHER, teacher_layout=row.layout)
+    assert info.value.hint.endswith(row.translation), info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("areal_version", "translation"), [("1.0", TEACHER_1_0), ("2.0", TEACHER_2_0)]
+)
+def test_a_legacy_backend_in_a_config_is_translated_for_its_rules(
+    areal_version: str, translation: str
+) -> None:
+    cfg = {"actor": {"backend": WITH_TEACHER}, "rollout": {"backend": "sglang:d2"}}
+    with pytest.raises(AllocationError) as info:
+        validate(cfg, areal_version=areal_version)
+    assert info.value.reason.startswith("actor.backend: this is the deprecated")
+    # (the fix then adds a node: the one-node default does not hold the translation)
+    assert translation.replace("teacher.", "++teacher.") in info.value.hint, info.value.hint
+
+
+def test_explain_translates_a_legacy_string_for_areal_version(cli: Cli) -> None:
+    status, _, err = cli("explain", "--areal-version", "1.0", WITH_TEACHER)
+    assert status == 2 and err.rstrip().endswith(TEACHER_1_0), err
+
+
 def test_large_inputs_are_rejected_quickly() -> None:
     with pytest.raises(AllocationError, match="never closed"):
         migrate_allocation_mode("(" * 200_000)
