@@ -321,7 +321,7 @@ def test_sweep_of_an_areal_command_runs_each_job_on_ray(ray_dir: Path, tmp_path:
     as for the ray launcher alone."""
     temp_dir = ray_dir / "areal-command"
     runs, sweep_dir = tmp_path / "runs", tmp_path / "sweep"
-    backends = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
+    backends = ["megatron:d4", "megatron:d2t2", "megatron:d2p2"]
     env = {**ray_env(ray_dir), "STANDIN_OUT": str(runs)}
     out = run(
         [

@@ -332,7 +332,7 @@ def sweep_areal_command(values: str, tmp_path: Path) -> tuple[object, Path]:
 
 @pytest.mark.usefixtures("slurm")
 def test_sweep_of_an_areal_command_is_one_slurm_job_per_training_run(tmp_path: Path) -> None:
-    backends = ["megatron:d4", "megatron:d2t2", "megatron:t4"]
+    backends = ["megatron:d4", "megatron:d2t2", "megatron:d2p2"]
     before = settled_state()
     out, runs = sweep_areal_command(",".join(backends), tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -377,7 +377,7 @@ def settled_state(timeout: float = 60) -> SlurmState:
 @pytest.mark.usefixtures("slurm")
 def test_refused_sweep_of_an_areal_command_submits_nothing(tmp_path: Path) -> None:
     before = settled_state()
-    out, runs = sweep_areal_command("megatron:d4,megatron:d2t2,megatron:t4,megatron:d8", tmp_path)
+    out, runs = sweep_areal_command("megatron:d4,megatron:d2t2,megatron:d2p2,megatron:d8", tmp_path)
     assert out.returncode == 2
     assert "#3 scheduler.type=local actor.backend=megatron:d8" in out.stderr
     assert "Traceback" not in out.stderr

@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "areal_conf.roles",
         "areal_conf.progress",
         "areal_conf.areal_versions",
+        "areal_conf.local_gpus",
+        "areal_conf.fixes",
         "areal_conf.settings",
     ),
     ("areal_conf.strategy",),
