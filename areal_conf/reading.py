@@ -17,17 +17,17 @@ AllocationError naming the key; a value of the right type that AReaL would refus
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from areal_conf.areal_versions import AReaLVersion, EngineRow
 from areal_conf.errors import AllocationError
+from areal_conf.known_keys import check_keys
 from areal_conf.roles import (
     ALLOCATION_NODE,
     INHERIT_FROM,
@@ -235,34 +235,6 @@ def _as_written(node: Any) -> Any:
     if isinstance(node, Sequence) and not isinstance(node, str) and callable(child):
         return [_as_written(child(i)) for i in range(len(node))]
     return node._value() if hasattr(node, "_value") else node
-
-
-def _check_typed_keys(node: Any, keys: Iterable[str], section: str, example: str) -> None:
-    """In a section that ``areal_schema`` types, a key a letter or two away from one of
-    the section's own keys is a typo: Hydra adds it, as such sections take AReaL's keys.
-    The fix sets the right key to the value written (``example`` when it is not text)."""
-    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
-    if not getattr(kind, "schema_section", False):
-        return
-    assert isinstance(kind, type)
-    own = [f.name for f in dataclasses.fields(kind)]
-    for key in sorted(set(keys) - set(own)):
-        close = difflib.get_close_matches(key, own, n=1, cutoff=0.85)
-        if not close:
-            continue
-        right = f"{section}.{close[0]}"
-        written = _as_written(node._get_node(key))
-        value = written if isinstance(written, str) and written else example
-        error = AllocationError(
-            f"{section}.{key}: not a key of this section; {right} is",
-            None,
-            None,
-            hint=f"write {right} instead, e.g. {right}={value}"
-            if value
-            else f"write {right} instead",
-        )
-        error.key = f"{section}.{key}"
-        raise error
 
 
 def is_absent(value: Any) -> bool:
@@ -532,19 +504,21 @@ def config_keys(cfg: Any) -> list[str]:
         return []
 
 
-def read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
-    """Read ``cfg`` (a composed config) under AReaL ``rules``; see the module docstring."""
+def read_config(cfg: Any, rules: AReaLVersion, *, keys: bool = True) -> RunConfig:
+    """Read ``cfg`` (a composed config) under AReaL ``rules``; see the module docstring.
+    First every key is checked against AReaL's (:func:`areal_conf.known_keys.check_keys`),
+    unless ``keys`` is false (for an error reported before the keys)."""
     token = _KEYS_SEEN.set({})
     present: set[str] = set()
     found = _PRESENT.set(present)
     try:
-        return replace(_read_config(cfg, rules), present_keys=frozenset(present))
+        return replace(_read_config(cfg, rules, keys), present_keys=frozenset(present))
     finally:
         _KEYS_SEEN.reset(token)
         _PRESENT.reset(found)
 
 
-def _read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
+def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
     if not isinstance(cfg, Mapping):
         raise AllocationError(
             f"the config must be a mapping of sections, got {type(cfg).__name__}",
@@ -552,6 +526,8 @@ def _read_config(cfg: Any, rules: AReaLVersion) -> RunConfig:
             None,
             hint="pass the composed config itself, e.g. validate(cfg) inside @hydra.main",
         )
+    if keys:  # before any value is read: a misspelt key is the cause of what follows
+        check_keys(cfg, rules.version)
     cluster = read_cluster(cfg)
     scheduler = read_value(cfg, "scheduler", "scheduler")
     if not is_null(scheduler) and not is_mapping(scheduler):
@@ -641,7 +617,6 @@ def _read_teacher(cfg: Any) -> Teacher | None:
             "teacher",
         )
     keys = config_keys(node)
-    _check_typed_keys(node, keys, "teacher", "")
     flat = tuple(k for k in keys if k not in TEACHER_KEYS)
     layouts = {
         layout: read_value(sub, "backend", f"teacher.{layout}.backend")
@@ -720,7 +695,6 @@ def read_engine(
     """One engine section's keys, with AReaL's defaults (``rules.defaults``) where absent."""
     d = rules.defaults
     keys = set(config_keys(node))
-    _check_typed_keys(node, keys, section, example_backend(name, row.kind if row else None))
 
     def at(key: str) -> str:
         return f"{section}.{key}"

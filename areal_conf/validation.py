@@ -141,8 +141,8 @@ def validate(
     choice = choose_rules(settings.areal_version or areal_version)
     legacy = read_allocation_mode(cfg) if isinstance(cfg, Mapping) else ""
     if legacy not in (None, ""):
-        try:  # to say whether the engines' own backends agree with it
-            run: RunConfig | None = read_config(cfg, choice.rules)
+        try:  # to say whether the engines' own backends agree with it (it comes first)
+            run: RunConfig | None = read_config(cfg, choice.rules, keys=False)
         except AllocationError:
             run = None
         try:

@@ -58,8 +58,11 @@ EXPECTED: dict[str, Valid | Rejected] = {
     "gsm8k_grpo_cpu": Valid({"rollout": 1, "actor": 1}, {"ref": KL}, {}, 0, 0),
     # A teacher fsdp:d1p1t4 (4 GPUs) on its own GPUs, 2 of 8 idle.
     "gsm8k_grpo_distill": Valid({"rollout": 1, "actor": 1, "teacher": 4}, {"ref": KL}, {}, 6, 8),
-    # vllm:d1p1t2 (2 GPUs) + megatron (attn:d1p6t1c1|ffn:d1p6t1e1) = pp 6 (6 GPUs).
-    "gsm8k_grpo_megatron_lora_moe": Valid({"rollout": 2, "actor": 6}, {"ref": KL}, {}, 8, 8),
+    # actor.behave_imp_weight_cap: AReaL 1.0 (4aef98d8) refuses it before its merge,
+    # naming rejection_sampling (areal/api/cli_args.py:2915-2947 there).
+    "gsm8k_grpo_megatron_lora_moe": Rejected(
+        "actor.behave_imp_weight_cap", "AReaL removed this key", "rejection_sampling"
+    ),
     # PPO: the critic (= actor.backend) colocated with the actor, ref not built.
     "gsm8k_ppo": Valid(
         {"rollout": 4, "actor": 4, "critic": 4}, {"ref": KL}, {"critic": "actor"}, 8, 8

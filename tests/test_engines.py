@@ -513,10 +513,15 @@ def test_a_config_of_the_wrong_shape_is_one_allocation_error(cfg: Any, reason: s
 
 @pytest.mark.parametrize("value", ["${areal.alloc:fsdp:d2}", "foo"])
 def test_an_allocation_node_that_disagrees_with_its_backend_is_rejected(value: str) -> None:
-    cfg = OmegaConf.create(base(actor={"backend": "fsdp:d8", "allocation": value}))
+    # `allocation` is a key of areal-conf's own configs (areal_schema), AReaL has none
+    from areal_conf.config import schema_node
+
+    def own(actor: dict[str, Any]) -> Any:
+        return OmegaConf.merge(schema_node(), OmegaConf.create(base(actor=actor)))
+
     with pytest.raises(AllocationError) as info:
-        validate(cfg)
+        validate(own({"backend": "fsdp:d8", "allocation": value}))
     assert info.value.reason == "actor.allocation: is derived from actor.backend and cannot be set"
     assert "set actor.backend instead" in info.value.hint
-    ok = OmegaConf.create(base(actor={"backend": "fsdp:d8", "allocation": "${areal.allocation:}"}))
+    ok = own({"backend": "fsdp:d8", "allocation": "${areal.allocation:}"})
     assert validate(ok).engines["actor"].gpus == 8

@@ -270,9 +270,9 @@ ERRORS: list[TooBig] = [
     ),
     TooBig(
         cfg=config(model={"hidden_sise": 8192}),
-        message="unknown key hidden_sise in the model section",
+        message="model.hidden_sise: no such key in areal-conf's model section",
         also="",
-        hint="did you mean hidden_size?",
+        hint="did you mean model.hidden_size?",
     ),
 ]
 

@@ -145,13 +145,20 @@ def test_resolvers_register_idempotently_and_silently() -> None:
         (["actor.backend=d4t2"], "actor.backend: no backend prefix", "fsdp:d4t2"),
         (  # engine sections take AReaL's keys, so Hydra adds a misspelt one
             ["actor.bakend=fsdp:d8"],
-            "actor.bakend: not a key of this section; actor.backend is",
-            "write actor.backend instead, e.g. actor.backend=fsdp:d8",
+            "actor.bakend: no such key in AReaL's PPOActorConfig or DPOEngineConfig",
+            "did you mean actor.backend? write that key instead (in the YAML, or add "
+            "~actor.bakend actor.backend=fsdp:d8 to the command line)",
         ),
         (
             ["+teacher.engine_tpye=train"],
-            "teacher.engine_tpye: not a key of this section; teacher.engine_type is",
-            "write teacher.engine_type instead",
+            "teacher.engine_tpye: no such key in AReaL's TeacherConfig",
+            "did you mean teacher.engine_type? write that key instead (in the YAML, or add "
+            "~teacher.engine_tpye teacher.engine_type=train to the command line)",
+        ),
+        (  # the cluster takes AReaL's keys too (and areal-conf's gpu_memory_gb)
+            ["cluster.n_node=3"],
+            "cluster.n_node: no such key in AReaL's ClusterSpecConfig",
+            "did you mean cluster.n_nodes?",
         ),
         (
             ["allocation_mode=sglang:d4t2+fsdp:d8"],

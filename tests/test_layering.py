@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.memory",),
     ("areal_conf.performance",),
     ("areal_conf.plan",),
+    ("areal_conf.known_keys",),
     ("areal_conf.reading",),
     ("areal_conf.workload",),
     ("areal_conf.speed",),
