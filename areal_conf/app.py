@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar, cast
 
 from areal_conf.errors import AllocationError
+from areal_conf.known_keys import UnknownKey
 from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
 
 T = TypeVar("T")
@@ -127,6 +128,11 @@ def output_may_close() -> Iterator[None]:
 def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | None:
     """The message and exit status :func:`run_validated` gives for ``exc``, or None for
     an error that is not about the config (it keeps its traceback)."""
+    if isinstance(exc, UnknownKey):
+        override = exc.given_by(argv)  # the command line wrote the key: fix that override
+        return f"error: invalid config\n{exc.for_override(override) if override else exc}", (
+            EXIT_INVALID
+        )
     if isinstance(exc, AllocationError):
         return f"error: invalid allocation\n{exc}", EXIT_INVALID
     if _is_compact_hydra_error(exc):

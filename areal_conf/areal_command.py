@@ -15,15 +15,14 @@ Hydra-facing: Hydra is imported when a command is composed.
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from areal_conf.areal_argv import AReaLCommand, command_error, parse_areal_command
 from areal_conf.errors import AllocationError
+from areal_conf.known_keys import UnknownKey
 from areal_conf.overrides import format_overrides
 from areal_conf.plan import Plan
 from areal_conf.process import Finished, run_forwarding
@@ -62,11 +61,11 @@ def checked_command(
     cwd: str | os.PathLike[str] | None = None,
 ) -> CheckedCommand:
     """:func:`check_command`, returning the command as read beside its plan."""
-    from areal_conf.validation import validate
-
     command = parse_areal_command(argv, cwd)
     refuse_sweeps(command)
-    return CheckedCommand(command, validate(compose_as_areal(command), settings=settings))
+    version = settings.areal_version if settings is not None else None
+    cfg = compose_as_areal(command, areal_version=version)
+    return CheckedCommand(command, _validated(command, cfg, settings))
 
 
 def suggest_for_command(
@@ -86,7 +85,6 @@ def suggest_for_command(
     from areal_conf.settings import default_settings
     from areal_conf.speed import gpu_for_speed
     from areal_conf.suggest import suggest, suggestion_text
-    from areal_conf.validation import validate
 
     if type(top) is not int or top < 1:
         raise AllocationError(
@@ -94,8 +92,8 @@ def suggest_for_command(
         )
     settings = settings if settings is not None else default_settings()
     command = parse_config_command(argv, cwd)
-    cfg = compose_as_areal(command)
-    plan = validate(cfg, settings=settings)
+    cfg = compose_as_areal(command, areal_version=settings.areal_version)
+    plan = _validated(command, cfg, settings)
     run = read_config(cfg, choose_rules(settings.areal_version).rules)
     actor = run.actor
     source = resolve_model(
@@ -134,10 +132,17 @@ def run_command(command: AReaLCommand, *, env: Mapping[str, str] | None = None) 
     return run_forwarding(command.argv, cwd=command.cwd, env=env)
 
 
-def compose_as_areal(command: AReaLCommand, overrides: Sequence[str] | None = None) -> Any:
+def compose_as_areal(
+    command: AReaLCommand,
+    overrides: Sequence[str] | None = None,
+    *,
+    areal_version: str | None = None,
+) -> Any:
     """The config AReaL's loader composes for ``command`` (with ``overrides`` in place of
     the command's own, for one job of a sweep): the ``--config`` file's directory is the
-    config directory, the file name up to ``.yaml`` the config name."""
+    config directory, the file name up to ``.yaml`` the config name. An override of a key
+    the YAML lacks points at the override, with the key it may mean among the YAML's and
+    AReaL ``areal_version``'s keys."""
     from areal_conf.explain import compose_file
 
     path = config_file(command)
@@ -145,58 +150,36 @@ def compose_as_areal(command: AReaLCommand, overrides: Sequence[str] | None = No
     parse_overrides(command, given)
     name = path.name.split(AREAL_CONFIG_SUFFIX)[0]
     try:
-        return compose_file(path, name, given, shown=command.config)
-    except AllocationError as err:
-        found = _NOT_IN_CONFIG.search(err.reason)
-        if found is None:
+        return compose_file(path, name, given, shown=command.config, areal_version=areal_version)
+    except UnknownKey as err:
+        override = err.given_by(given)
+        if override is None:
             raise
-        raise _no_such_key(command, path, name, given, found[1]) from None
+        raise _about_override(
+            command,
+            _override_index(command, override, given.index(override)),
+            override,
+            err.reason,
+            err.hint,
+        ) from None
 
 
-#: How Hydra refuses to override a key the YAML does not have.
-_NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'\.")
+def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Plan:
+    """``validate(cfg)``; a key AReaL lacks that one of the command's overrides wrote is
+    an error pointing at that override, whose fix rewrites it."""
+    from areal_conf.validation import validate
 
-
-def _no_such_key(
-    command: AReaLCommand, path: Any, name: str, overrides: Sequence[str], key: str
-) -> AllocationError:
-    """An override of a key the YAML lacks: the key, and the YAML's keys it may mean.
-    (Hydra's own advice, ``+key=value``, would reach AReaL's loader, which refuses any
-    key its config classes lack.)"""
-    from omegaconf import DictConfig, OmegaConf
-
-    from areal_conf.explain import compose_file
-
-    n, override = next(
-        ((i, o) for i, o in enumerate(overrides) if o.lstrip("~").split("=", 1)[0] == key),
-        (None, key),
-    )
-    rest = [o for i, o in enumerate(overrides) if i != n]
-    parent_key, _, leaf = key.rpartition(".")
     try:
-        composed: Any = compose_file(path, name, rest)
-        parent = OmegaConf.select(composed, parent_key) if parent_key else composed
-    except (AllocationError, ValueError):
-        parent = None
-    keys = [str(k) for k in parent] if isinstance(parent, DictConfig) else []
-    close = difflib.get_close_matches(leaf, keys, n=1, cutoff=0.75)
-    value = override.split("=", 1)[1] if "=" in override else "<value>"
-    prefix = f"{parent_key}." if parent_key else ""
-    if close:
-        hint = f"did you mean {prefix}{close[0]}? e.g. {prefix}{close[0]}={value}"
-    else:
-        hint = (
-            "check the key's spelling; if AReaL's config class has the key and the YAML "
-            f"only leaves it out, add it with ++{key}={value} (AReaL's loader refuses any "
-            "key its config classes lack)"
-        )
-    return _about_override(
-        command,
-        _override_index(command, override, n) if n is not None else None,
-        override,
-        f"{key}: {command.config} has no such key, so Hydra cannot override it",
-        hint,
-    )
+        return validate(cfg, settings=settings)
+    except UnknownKey as err:
+        override = err.given_by(command.overrides)
+        if override is None:
+            raise
+        fixed = err.for_override(override)
+        n = command.overrides.index(override)
+        raise _about_override(
+            command, _override_index(command, override, n), override, fixed.reason, fixed.hint
+        ) from None
 
 
 def config_file(command: AReaLCommand) -> Any:

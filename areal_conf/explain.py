@@ -18,6 +18,7 @@ from pathlib import Path
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
+from areal_conf.known_keys import UnknownKey, refused_override
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
 from areal_conf.reading import is_yaml_error, unparsable_yaml
@@ -25,7 +26,9 @@ from areal_conf.report import allocation_report, plan_report
 from areal_conf.settings import Settings
 
 
-def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
+def compose_config(
+    config: str | Path, overrides: Sequence[str] = (), *, areal_version: str | None = None
+) -> object:
     """Compose ``config`` (a YAML file, or a directory holding ``config.yaml``) with
     Hydra's compose API and the given overrides; returns the DictConfig."""
     path = Path(config)
@@ -46,15 +49,22 @@ def compose_config(config: str | Path, overrides: Sequence[str] = ()) -> object:
             hint="give the primary config, e.g. --config conf/config.yaml",
         )
 
-    return compose_file(path, path.stem, overrides)
+    return compose_file(path, path.stem, overrides, areal_version=areal_version)
 
 
 def compose_file(
-    path: Path, config_name: str, overrides: Sequence[str] = (), *, shown: str | None = None
+    path: Path,
+    config_name: str,
+    overrides: Sequence[str] = (),
+    *,
+    shown: str | None = None,
+    areal_version: str | None = None,
 ) -> object:
     """Compose ``config_name`` from the directory of ``path`` (the file that name should
     find) with Hydra's compose API; Hydra's refusals and a YAML that does not parse are
-    one ``AllocationError`` about the file (named ``shown``, by default ``path``)."""
+    one ``AllocationError`` about the file (named ``shown``, by default ``path``). An
+    override of a key the config lacks is an :class:`~areal_conf.known_keys.UnknownKey`
+    whose fix knows AReaL's keys (of ``areal_version``: see ``choose_rules``)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -65,6 +75,11 @@ def compose_file(
         with initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE):
             return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
+        override = refused_override(str(err), overrides)
+        if override is not None:
+            raise _no_such_key(
+                path, config_name, overrides, override, shown or str(path), areal_version
+            ) from None
         detail = str(err).strip()
         cause = err.__cause__
         if cause is not None and str(cause).strip() and str(cause).strip() not in detail:
@@ -83,6 +98,29 @@ def compose_file(
         raise
 
 
+def _no_such_key(
+    path: Path,
+    name: str,
+    overrides: Sequence[str],
+    override: str,
+    shown: str,
+    areal_version: str | None,
+) -> AllocationError:
+    """An override of a key the config lacks, with the key it may mean: from the
+    config's keys beside it and AReaL's (Hydra's own advice, ``+key=value``, would reach
+    AReaL's loader, which refuses any key its config classes lack)."""
+    from areal_conf.areal_versions import choose_rules
+    from areal_conf.known_keys import missing_key
+
+    rest = [o for o in overrides if o != override]
+    try:
+        composed: object = compose_file(path, name, rest)
+        version: str | None = choose_rules(areal_version).version
+    except AllocationError:
+        composed, version = None, None
+    return missing_key(composed, override, shown, version)
+
+
 def explain_config(
     config: str | Path,
     overrides: Sequence[str] = (),
@@ -95,7 +133,13 @@ def explain_config(
     ``settings``: areal-conf's own knobs (the AReaL version, a GPU's memory, the model)."""
     from areal_conf.validation import validate
 
-    plan = validate(compose_config(config, overrides), settings=settings)
+    version = settings.areal_version if settings is not None else None
+    cfg = compose_config(config, overrides, areal_version=version)
+    try:
+        plan = validate(cfg, settings=settings)
+    except UnknownKey as err:  # an override wrote it: the fix rewrites that override
+        override = err.given_by(overrides)
+        raise err.for_override(override) if override else err from None
     return plan_report(plan, groups=groups, order=order)
 
 

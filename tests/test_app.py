@@ -223,6 +223,24 @@ def test_train_py_reads_hydra_full_error_as_hydra_does(
         assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["+actor.bakend=fsdp:d8"], "write actor.backend=fsdp:d8 instead of +actor.bakend=fsdp:d8"),
+        ([], "add ~actor.bakend actor.backend=fsdp:d8 to the command line)"),  # from the YAML
+    ],
+)
+def test_a_key_areal_lacks_is_fixed_where_it_was_written(argv: list[str], hint: str) -> None:
+    cfg = OmegaConf.create({"actor": {"backend": "fsdp:d4", "bakend": "fsdp:d8"}})
+    exc = raised(lambda: areal_conf.validate(cfg))
+    reported = report(exc, argv)
+    assert reported is not None
+    message, status = reported
+    assert status == EXIT_INVALID
+    assert message.startswith("error: invalid config\nactor.bakend: no such key")
+    assert message.endswith(hint), message
+
+
 def test_validate_is_the_function() -> None:
     from areal_conf import validate
 
@@ -260,6 +278,12 @@ def test_validate_is_the_function() -> None:
             "error: invalid allocation\nactor.backend: Environment variable 'NO_SUCH_VAR' not "
             "found\n    ${oc.env:NO_SUCH_VAR}\nhint: fix the interpolation (the referenced key "
             "or environment variable) or write the value itself, e.g. actor.backend=fsdp:d8\n",
+        ),
+        (  # the cluster takes any key in Hydra (areal_schema): the check names AReaL's
+            ["cluster.n_node=3"],
+            "error: invalid config\ncluster.n_node: no such key in AReaL's ClusterSpecConfig; "
+            "AReaL's loader refuses the config\nhint: did you mean cluster.n_nodes? write "
+            "cluster.n_nodes=3 instead of cluster.n_node=3\n",
         ),
         (
             ["critic.backend=${actor.nope}"],

@@ -209,6 +209,108 @@ def test_check_command_returns_the_plan() -> None:
         check_command([*DRIVER, "scheduler.type=local", "actor.backend=megatron:d8"], cwd=ROOT)
 
 
+#: A key AReaL lacks, given as an override: (override, the message's first line, its
+#: hint, the overrides the hint gives in its place). Hydra refuses to override a key the
+#: YAML lacks (``key=value``) and adds any key given with ``+``, which AReaL's loader
+#: refuses unless its config classes have it.
+MISSPELT = [
+    (
+        "actor.bakend=megatron:d4",
+        "actor.bakend: " + FIXTURE + " has no such key, so Hydra cannot override it",
+        "did you mean actor.backend? e.g. actor.backend=megatron:d4",
+        ["actor.backend=megatron:d4"],
+    ),
+    (  # AReaL has it, the YAML leaves it out: ++ adds it
+        "actor.use_lora=false",
+        "actor.use_lora: " + FIXTURE + " has no such key, so Hydra cannot override it",
+        "AReaL's PPOActorConfig or DPOEngineConfig has it and the YAML leaves it out: add it "
+        "with ++actor.use_lora=false",
+        ["++actor.use_lora=false"],
+    ),
+    (  # the YAML lacks the key it may mean too: ++
+        "actor.mb_spec.max_token_per_mb=4096",
+        "actor.mb_spec.max_token_per_mb: " + FIXTURE + " has no such key",
+        "did you mean actor.mb_spec.max_tokens_per_mb? e.g. actor.mb_spec.max_tokens_per_mb=4096",
+        ["actor.mb_spec.max_tokens_per_mb=4096"],
+    ),
+    (
+        "sglang.mem_fraction_statc=0.7",
+        "sglang.mem_fraction_statc: " + FIXTURE + " has no such key",
+        "did you mean sglang.mem_fraction_static? e.g. sglang.mem_fraction_static=0.7",
+        ["sglang.mem_fraction_static=0.7"],
+    ),
+    (  # the key it may mean is AReaL's, which the YAML lacks too: ++
+        "sglang.enable_metric=true",
+        "sglang.enable_metric: " + FIXTURE + " has no such key",
+        "did you mean sglang.enable_metrics? e.g. ++sglang.enable_metrics=true",
+        ["++sglang.enable_metrics=true"],
+    ),
+    (
+        "actor.colour=red",
+        "actor.colour: " + FIXTURE + " has no such key",
+        "no such key in AReaL's PPOActorConfig or DPOEngineConfig either: remove the override",
+        [],
+    ),
+    (  # added with +: Hydra takes it, the check refuses it and rewrites the override
+        "+actor.bakend=megatron:d4",
+        "actor.bakend: no such key in AReaL's PPOActorConfig or DPOEngineConfig; AReaL's "
+        "loader refuses the config",
+        "did you mean actor.backend? write actor.backend=megatron:d4 instead of "
+        "+actor.bakend=megatron:d4",
+        ["actor.backend=megatron:d4"],
+    ),
+    (
+        "+sglang.mem_fraction_statc=0.7",
+        "sglang.mem_fraction_statc: no such key in AReaL's SGLangConfig",
+        "write sglang.mem_fraction_static=0.7 instead of +sglang.mem_fraction_statc=0.7",
+        ["sglang.mem_fraction_static=0.7"],
+    ),
+    (
+        "+sglang.enable_metric=true",
+        "sglang.enable_metric: no such key in AReaL's SGLangConfig",
+        "write ++sglang.enable_metrics=true instead of +sglang.enable_metric=true",
+        ["++sglang.enable_metrics=true"],
+    ),
+    (
+        "+cluster.n_node=1",
+        "cluster.n_node: no such key in AReaL's ClusterSpecConfig",
+        "write cluster.n_nodes=1 instead of +cluster.n_node=1",
+        ["cluster.n_nodes=1"],
+    ),
+    (  # a section misspelt: the override moves under the right one
+        "+actor.mb_sepc.max_tokens_per_mb=4096",
+        "actor.mb_sepc: no such key",
+        "did you mean actor.mb_spec? write ++actor.mb_spec.max_tokens_per_mb=4096 instead of "
+        "+actor.mb_sepc.max_tokens_per_mb=4096",
+        ["++actor.mb_spec.max_tokens_per_mb=4096"],
+    ),
+    (
+        "+actor.lr=1e-5",
+        "actor.lr: no such key",
+        "did you mean actor.optimizer.lr? write actor.optimizer.lr=1e-5 instead of +actor.lr=1e-5",
+        ["actor.optimizer.lr=1e-5"],
+    ),
+    ("+actor.colour=red", "actor.colour: no such key", "remove the override +actor.colour=red", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("override", "reason", "hint", "fix"), MISSPELT, ids=[row[0] for row in MISSPELT]
+)
+def test_a_key_areal_lacks_points_at_its_override_and_the_fix_passes(
+    override: str, reason: str, hint: str, fix: list[str]
+) -> None:
+    argv = [*DRIVER, "scheduler.type=local", override]
+    with pytest.raises(AllocationError) as info:
+        check_command(argv, cwd=ROOT)
+    err = info.value
+    assert err.reason.startswith(reason), err.reason
+    assert hint in err.hint, err.hint
+    assert err.position is not None and str(err.spec)[err.position :].startswith(override)
+    fixed = check_command([*DRIVER, "scheduler.type=local", *fix], cwd=ROOT)
+    assert fixed.used_gpus == 8
+
+
 # ------------------------------------------------------------------ running it
 
 
@@ -489,6 +591,37 @@ def test_sweep_with_an_invalid_value_starts_nothing(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     assert started(runs) == []
     assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("override", "hint"),
+    [
+        ("actor.bakend", "did you mean actor.backend? e.g. actor.backend={}"),
+        (
+            "+actor.bakend",
+            "did you mean actor.backend? write actor.backend={} instead of +actor.bakend={}",
+        ),
+    ],
+)
+def test_sweep_of_a_key_areal_lacks_names_the_key_in_each_job(
+    override: str, hint: str, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    out = cli(
+        "sweep",
+        "--dry-run",
+        *DRIVER,
+        "scheduler.type=local",
+        f"{override}={','.join(LAYOUTS[:2])}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        out=runs,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "areal launcher: 2 of 2 jobs failed validation; no job was launched." in out.stderr
+    for backend in LAYOUTS[:2]:
+        assert f"hint: {hint.format(backend, backend)}\n" in out.stderr, out.stderr
+    assert started(runs) == []
 
 
 @pytest.mark.e2e

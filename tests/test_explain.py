@@ -121,7 +121,15 @@ def test_spec_placed_alone_on_a_cluster(cli: Cli) -> None:
             ["explain", "--config", "nowhere/config.yaml"],
             "config file 'nowhere/config.yaml' not found",
         ),
-        (["explain", "--config", CONFIG, "foo=1"], "Could not override 'foo'"),
+        (
+            ["explain", "--config", CONFIG, "foo=1"],
+            "foo: " + CONFIG + " has no such key, so Hydra cannot override it",
+        ),
+        (  # cluster takes any key in Hydra; validation names the one AReaL has
+            ["explain", "--config", CONFIG, "cluster.n_node=3"],
+            "hint: did you mean cluster.n_nodes? write cluster.n_nodes=3 instead of "
+            "cluster.n_node=3",
+        ),
         (
             ["explain", "--config", CONFIG, "cluster.n_nodes=abc"],
             "could not be converted to Integer",

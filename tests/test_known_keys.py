@@ -36,7 +36,7 @@ def generator() -> ModuleType:
 
 
 #: The shapes of field the table tells apart, as cli_args.py writes them.
-SOURCE = '''
+SOURCE = """
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Optional
@@ -80,7 +80,7 @@ _LEGACY_MIGRATION_MESSAGE = "Key 'old_key' was removed.\\nMapping:\\n  old_key=X
 
 def _migrate(cfg):
     sections_to_check = ["child"]
-'''
+"""
 
 
 def test_the_generator_reads_each_kind_of_field() -> None:

@@ -115,7 +115,11 @@ AREAL_YAML: dict[str, Any] = {  # an AReaL YAML's shape: no model section, no ar
     "econfig": {"anything": 1},  # a driver's own section: not checked
     "cluster": {"n_nodes": 1, "n_gpus_per_node": 8, "name_resolve": {"type": "nfs"}},
     "scheduler": {"type": "local", "reward_functioncall_config": {"any": {"key": 1}}},
-    "rollout": {"backend": "sglang:d4", "agent": {"mode": "inline"}, "scheduling_spec": [{"gpu": 1}]},
+    "rollout": {
+        "backend": "sglang:d4",
+        "agent": {"mode": "inline"},
+        "scheduling_spec": [{"gpu": 1}],
+    },
     "actor": {
         "backend": "fsdp:d4",
         "mb_spec": {"max_tokens_per_mb": 8192},
@@ -307,9 +311,7 @@ def test_the_key_is_reported_before_what_it_breaks() -> None:
         ("1.0", {"actor__optimizer_dtype": "float32"}, "actor.optimizer_dtype: no such key"),
     ],
 )
-def test_each_version_has_its_own_keys(
-    version: str, changes: dict[str, Any], reason: str
-) -> None:
+def test_each_version_has_its_own_keys(version: str, changes: dict[str, Any], reason: str) -> None:
     with pytest.raises(AllocationError) as info:
         validate(areal_yaml(**changes), areal_version=version)
     assert info.value.reason.startswith(reason), info.value.reason

@@ -303,6 +303,7 @@ def _compose_and_validate(
     launched in several batches (the message says so); ``for_later_batches``: what is
     kept stays kept past the end of the current batch."""
     from areal_conf.errors import AllocationError
+    from areal_conf.known_keys import UnknownKey
     from areal_conf.progress import Progress
 
     loader = launcher.loader
@@ -321,7 +322,7 @@ def _compose_and_validate(
                     if keep:
                         loader.keep(ovr, job_cfg, sweep=for_later_batches)
             except (HydraException, OmegaConfBaseException, ValueError) as err:
-                job.failure = composition_failure(err)
+                job.failure = composition_failure(err, ovr, loader)
             else:
                 try:
                     section = areal_section(job_cfg, launcher.config_root)
@@ -329,6 +330,10 @@ def _compose_and_validate(
                         job.plan = _validate(section)
                     else:
                         job.unvalidated = True
+                except UnknownKey as err:  # the fix rewrites the job's override that wrote it
+                    override = err.given_by(ovr)
+                    shown = err.for_override(user_override(override)) if override else err
+                    job.failure = str(shown)
                 except AllocationError as err:
                     job.failure = str(err)
                 except OmegaConfBaseException as err:
@@ -343,14 +348,44 @@ def _compose_and_validate(
     return jobs
 
 
-def composition_failure(err: Exception) -> str:
+def composition_failure(
+    err: Exception, overrides: Sequence[str] = (), loader: SweepLoader | None = None
+) -> str:
     """Why Hydra could not compose a job, in Hydra's words (its message, or that of the
-    OmegaConf error it wraps without one)."""
+    OmegaConf error it wraps without one); an override of a key the config lacks, with
+    the key it may mean (``loader`` composes the job without it to find it)."""
+    from areal_conf.known_keys import missing_key, refused_override
+
+    override = refused_override(str(err), overrides)
+    if override is not None and loader is not None:
+        cfg = _without(loader, overrides, override)
+        return str(missing_key(cfg, user_override(override), "the config", _version()))
     text = str(err).strip()
     cause = err.__cause__
     if not text and cause is not None:
         text = f"{type(cause).__name__}: {str(cause).strip()}"
     return f"Hydra could not compose this job: {text or type(err).__name__}"
+
+
+def _without(loader: SweepLoader, overrides: Sequence[str], override: str) -> DictConfig | None:
+    """The job's config without ``override`` (None: it does not compose either)."""
+    try:
+        return loader.compose([o for o in overrides if o != override])
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return None
+
+
+def _version() -> str | None:
+    """The AReaL version whose rules validate the jobs (None: the choice is invalid, as
+    validation will say)."""
+    from areal_conf.areal_versions import choose_rules
+    from areal_conf.errors import AllocationError
+    from areal_conf.settings import default_settings
+
+    try:
+        return choose_rules(default_settings().areal_version).version
+    except AllocationError:
+        return None
 
 
 def areal_section(job_cfg: DictConfig, root: str) -> Any:
