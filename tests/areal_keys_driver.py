@@ -1,0 +1,68 @@
+"""AReaL's config dataclasses as AReaL itself defines them, for tests/test_areal_loader.py.
+
+Run with the AReaL loader's Python: ``python tests/areal_keys_driver.py LOAD_PY AREAL_SRC``.
+It imports ``areal.api.cli_args`` from AReaL's source through the loader tool's shims
+(``load.py``'s ``install_shims``: no torch, no GPUs) and prints, as one JSON object, every
+dataclass of that module with what each of its fields holds, read from the live classes
+(``dataclasses.fields`` and their resolved type hints), in the terms of
+``scripts/areal_keys.py``: null (a value), a dataclass's name, that name with ``[]`` (a
+list of them) or ``*`` (any keys). A second reading of AReaL's classes, by import where
+the generator reads the source text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import sys
+import types
+import typing
+from typing import Any
+
+
+def kind(hint: Any) -> str | None:
+    options = [hint]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+    kinds = set()
+    for option in options:
+        origin = typing.get_origin(option)
+        args = typing.get_args(option)
+        if option is Any or option is dict or origin is dict:
+            kinds.add("*")
+        elif dataclasses.is_dataclass(option):
+            kinds.add(option.__name__)
+        elif origin in (list, tuple) and args and dataclasses.is_dataclass(args[0]):
+            kinds.add(f"{args[0].__name__}[]")
+        else:
+            kinds.add("")
+    if "*" in kinds:
+        return "*"
+    sections = [k for k in kinds if k]
+    return sections[0] if sections else None
+
+
+def main(load_py: str, areal_src: str) -> int:
+    spec = importlib.util.spec_from_file_location("areal_loader_load", load_py)
+    assert spec is not None and spec.loader is not None
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    with contextlib.redirect_stdout(sys.stderr):
+        loader.install_shims(areal_src, True)
+        import areal.api.cli_args as cli_args
+    found: dict[str, dict[str, str | None]] = {}
+    for name, value in vars(cli_args).items():
+        if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
+            continue
+        if value.__module__ != cli_args.__name__:
+            continue
+        hints = typing.get_type_hints(value)
+        found[name] = {f.name: kind(hints[f.name]) for f in dataclasses.fields(value)}
+    print(json.dumps(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
