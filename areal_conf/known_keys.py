@@ -115,17 +115,15 @@ class Section:
     own: frozenset[str] = frozenset()
     left: frozenset[str] = frozenset()
     table: KeyTable | None = None
+    #: The keys that hold sections of AReaL's dataclasses, and those dataclasses.
+    subsections: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def child(self, key: str) -> Section | None:
         """The section under ``key`` (None: a value, or a section of any keys)."""
-        kinds = self.fields.get(key, frozenset())
-        if FREE in kinds or self.table is None:
+        names = self.subsections.get(key)
+        if names is None or self.table is None:
             return None
-        wanted = {kind.removesuffix(_LIST) for kind in kinds if kind}
-        names = [name for name in self.table.classes if name in wanted]  # AReaL's order
-        if not names:
-            return None
-        return section_of(self.table, f"{self.path}.{key}" if self.path else key, names)
+        return _section(self.table.version, f"{self.path}.{key}" if self.path else key, names)
 
     def known(self, own_config: bool) -> list[str]:
         """The keys valid here, AReaL's first."""
@@ -146,18 +144,17 @@ class Section:
         return "AReaL's " + " or ".join(dict.fromkeys(widest))
 
 
-def section_of(
-    table: KeyTable,
-    path: str,
-    classes: Sequence[str],
-    *,
-    left: frozenset[str] = frozenset(),
-) -> Section:
+def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
     """The section of AReaL's dataclasses ``classes`` (their keys together) at ``path``."""
     fields: dict[str, set[str | None]] = {}
     for name in classes:
         for key, kind in table.classes[name].items():
             fields.setdefault(key, set()).add(kind)
+    subsections = {}
+    for key, kinds in fields.items():
+        wanted = {kind.removesuffix(_LIST) for kind in kinds if kind}
+        if wanted and FREE not in kinds:
+            subsections[key] = tuple(n for n in table.classes if n in wanted)  # AReaL's order
     own: frozenset[str] = frozenset()
     if "backend" in fields:  # an engine section
         own = OWN_ENGINE_KEYS
@@ -168,9 +165,19 @@ def section_of(
         tuple(classes),
         {key: frozenset(kinds) for key, kinds in fields.items()},
         own,
-        left,
-        table,
+        table=table,
+        subsections=subsections,
     )
+
+
+def _section(version: str, path: str, classes: Sequence[str]) -> Section:
+    """:func:`section_of` for AReaL ``version``, built once per place."""
+    return _built_section(version, path, tuple(classes))
+
+
+@functools.cache
+def _built_section(version: str, path: str, classes: tuple[str, ...]) -> Section:
+    return section_of(areal_keys(version), path, classes)
 
 
 @functools.cache
@@ -184,8 +191,7 @@ def _model_keys() -> tuple[str, ...]:
 @functools.cache
 def _root(version: str) -> Section:
     """The top level: every experiment config's fields together."""
-    table = areal_keys(version)
-    return section_of(table, "", table.experiments)
+    return _section(version, "", areal_keys(version).experiments)
 
 
 @functools.cache
@@ -200,7 +206,7 @@ def top_section(version: str, name: str, node: Any) -> Section | None:
     """The section at the top-level key ``name`` (None: not checked)."""
     root = _root(version)
     if name == MODEL:
-        return Section(MODEL, (), dict.fromkeys(_model_keys(), frozenset({None})))
+        return _model_section()
     if name in root.fields:
         section = root.child(name)
         if section is not None and name == "teacher":
@@ -211,10 +217,17 @@ def top_section(version: str, name: str, node: Any) -> Section | None:
             section = dataclasses.replace(section, left=frozenset(layout - set(section.fields)))
         return section
     if name not in _NOT_ENGINES and _is_section(node) and "backend" in _keys(node):
-        return section_of(areal_keys(version), name, _engine_classes(version))
+        return _section(version, name, _engine_classes(version))
     return None
 
 
+@functools.cache
+def _model_section() -> Section:
+    """areal-conf's ``model`` section: values only."""
+    return Section(MODEL, (), dict.fromkeys(_model_keys(), frozenset({None})))
+
+
+@functools.cache
 def _teacher(version: str) -> Section:
     """The teacher's section under AReaL ``version``."""
     section = _root(version).child("teacher")
@@ -437,20 +450,13 @@ def _flat(value: Mapping[str, Any]) -> Iterator[Any]:
 _NOT_IN_CONFIG: Final = re.compile(r"Could not override '([^']+)'\.")
 
 
-def refused_key(message: str) -> str | None:
-    """The key of Hydra's message refusing to override a key the config lacks, or None
-    for another message."""
-    found = _NOT_IN_CONFIG.search(message)
-    return found[1] if found else None
-
-
 def refused_override(message: str, overrides: Sequence[str]) -> str | None:
-    """The override of ``overrides`` that Hydra's ``message`` refuses (a key the config
-    lacks), or None."""
-    key = refused_key(message)
-    if key is None:
+    """The override of ``overrides`` that Hydra's ``message`` refuses because the config
+    lacks its key, or None (another message)."""
+    found = _NOT_IN_CONFIG.search(message)
+    if found is None:
         return None
-    return next((o for o in overrides if "=" in o and _override_key(o) == key), None)
+    return next((o for o in overrides if "=" in o and _override_key(o) == found[1]), None)
 
 
 def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> UnknownKey:
