@@ -55,8 +55,8 @@ OWN_ENGINE_KEYS: Final = frozenset({"allocation"})
 OWN_CLUSTER_KEYS: Final = frozenset({"gpu_memory_gb"})
 #: What to do instead of an areal-conf key in a config that is not areal-conf's own.
 _OWN_KEY_INSTEAD: Final = {
-    "gpu_memory_gb": "give a GPU's memory with AREAL_CONF_GPU_MEMORY_GB=80 (--gpu-memory-gb 80 "
-    "for python -m areal_conf)",
+    "gpu_memory_gb": "AREAL_CONF_GPU_MEMORY_GB=80 gives areal-conf a GPU's memory instead, as "
+    "does --gpu-memory-gb 80 on python -m areal_conf",
     "allocation": "areal-conf derives an engine's allocation from its backend",
 }
 
@@ -267,6 +267,10 @@ class UnknownKey(AllocationError):
     right: str | None = None
     right_present: bool = False
 
+    def with_hint(self, hint: str) -> UnknownKey:
+        """The same error with another hint (its fixes checked by the whole check)."""
+        return _unknown(self.reason, hint, self.key, self.right, self.right_present)
+
     def given_by(self, overrides: Sequence[str]) -> str | None:
         """The override of ``overrides`` that writes this error's key (or a key under
         it), if one does."""
@@ -346,40 +350,34 @@ def _unknown_key(
     full = f"{path}.{key}"
     gone = section.table.removed if section.table is not None else None
     if gone is not None and key in gone.keys and path in gone.sections:
-        said = " ".join(gone.message[:2]) + " " + "; ".join(gone.message[2:])
+        said = " ".join(gone.message[:2]) + " " + " / ".join(gone.message[2:])
         return _unknown(
             f"{full}: AReaL removed this key; AReaL's loader refuses the config",
-            f"remove it (~{full} on the command line); AReaL says: {said}",
+            f"remove it: ~{full} (AReaL says: {said})",
             full,
         )
     reason = f"{full}: no such key in {section.describe()}"
     if section.classes:
         reason += "; AReaL's loader refuses the config"
     if key in section.own and not own:  # an areal-conf key in an AReaL config
-        instead = _OWN_KEY_INSTEAD.get(key, "")
+        instead = _OWN_KEY_INSTEAD.get(key)
         return _unknown(
             reason + " (it is a key of areal-conf's own configs)",
-            f"remove it (~{full} on the command line)" + (f"; {instead}" if instead else ""),
+            f"remove it: ~{full}" + (f" ({instead})" if instead else ""),
             full,
         )
     relative = _close(key, section, own)
     if relative is None:
-        return _unknown(
-            reason,
-            f"remove it (~{full} on the command line), or write {_which(section, own)}",
-            full,
-        )
+        return _unknown(reason, f"remove it: ~{full}, or write {_which(section, own)}", full)
     right = f"{path}.{relative}"
     present = _has_path(node, relative.split("."))
     fix = _renamed(full, right, present, _written(node, key))
-    where = f"or add {fix} to the command line" if fix else f"or the override that sets {full}"
-    return _unknown(
-        reason,
-        f"did you mean {right}? write that key instead (in the YAML, {where})",
-        full,
-        right,
-        present,
+    rename = (
+        f"rename it: {fix} (on the command line, else the same rename in the YAML)"
+        if fix
+        else f"rename it where it is written (the YAML, else the override that sets {full})"
     )
+    return _unknown(reason, f"did you mean {right}? {rename}", full, right, present)
 
 
 def _close(key: str, section: Section, own: bool) -> str | None:

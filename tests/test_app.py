@@ -227,7 +227,10 @@ def test_train_py_reads_hydra_full_error_as_hydra_does(
     ("argv", "hint"),
     [
         (["+actor.bakend=fsdp:d8"], "write actor.backend=fsdp:d8 instead of +actor.bakend=fsdp:d8"),
-        ([], "add ~actor.bakend actor.backend=fsdp:d8 to the command line)"),  # from the YAML
+        (
+            [],
+            "rename it: ~actor.bakend actor.backend=fsdp:d8 (on the command line, else the same rename in the YAML)",
+        ),  # from the YAML
     ],
 )
 def test_a_key_areal_lacks_is_fixed_where_it_was_written(argv: list[str], hint: str) -> None:

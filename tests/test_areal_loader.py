@@ -463,7 +463,7 @@ def test_areal_refuses_a_misspelt_yaml_key_and_takes_the_fix(tmp_path: Path) -> 
     yaml.write_text(head + "\nactor:\n  bakend:" + rest)
     err = plan_or_error(yaml, ["scheduler.type=local"])
     assert isinstance(err, AllocationError) and err.reason.startswith("actor.bakend: "), err
-    fix = re.search(r"add (.*) to the command line", err.hint)
+    fix = re.search(r"rename it: (.*) \(on the command line", err.hint)
     assert fix is not None, err.hint
     overrides = ["scheduler.type=local", *fix[1].split()]
     assert overrides[1:3] == ["~actor.bakend", "++actor.backend=fsdp:d4p1t1"]

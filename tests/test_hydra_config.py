@@ -146,14 +146,14 @@ def test_resolvers_register_idempotently_and_silently() -> None:
         (  # engine sections take AReaL's keys, so Hydra adds a misspelt one
             ["actor.bakend=fsdp:d8"],
             "actor.bakend: no such key in AReaL's PPOActorConfig or DPOEngineConfig",
-            "did you mean actor.backend? write that key instead (in the YAML, or add "
-            "~actor.bakend actor.backend=fsdp:d8 to the command line)",
+            "did you mean actor.backend? rename it: ~actor.bakend actor.backend=fsdp:d8 (on "
+            "the command line, else the same rename in the YAML)",
         ),
         (
             ["+teacher.engine_tpye=train"],
             "teacher.engine_tpye: no such key in AReaL's TeacherConfig",
-            "did you mean teacher.engine_type? write that key instead (in the YAML, or add "
-            "~teacher.engine_tpye teacher.engine_type=train to the command line)",
+            "did you mean teacher.engine_type? rename it: ~teacher.engine_tpye "
+            "teacher.engine_type=train",
         ),
         (  # the cluster takes AReaL's keys too (and areal-conf's gpu_memory_gb)
             ["cluster.n_node=3"],

@@ -157,19 +157,19 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
             {"actor__bakend": "fsdp:d4"},
             "actor.bakend: no such key in AReaL's PPOActorConfig or DPOEngineConfig; "
             "AReaL's loader refuses the config",
-            "did you mean actor.backend? write that key instead (in the YAML, or add "
-            "~actor.bakend actor.backend=fsdp:d4 to the command line)",
+            "did you mean actor.backend? rename it: ~actor.bakend actor.backend=fsdp:d4 (on the "
+            "command line, else the same rename in the YAML)",
         ),
         (  # the reported case: SGLang's memory fraction, misspelt (AReaL has it)
             {"sglang__mem_fraction_statc": 0.5},
             "sglang.mem_fraction_statc: no such key in AReaL's SGLangConfig",
-            "did you mean sglang.mem_fraction_static? write that key instead (in the YAML, or "
-            "add ~sglang.mem_fraction_statc sglang.mem_fraction_static=0.5 to the command line)",
+            "did you mean sglang.mem_fraction_static? rename it: ~sglang.mem_fraction_statc "
+            "sglang.mem_fraction_static=0.5",
         ),
         (  # the right key is absent: ++ adds it
             {"vllm__gpu_memory_utilisation": 0.5},
             "vllm.gpu_memory_utilisation: no such key in AReaL's vLLMConfig",
-            "add ~vllm.gpu_memory_utilisation ++vllm.gpu_memory_utilization=0.5 to the command",
+            "rename it: ~vllm.gpu_memory_utilisation ++vllm.gpu_memory_utilization=0.5 (",
         ),
         (
             {"cluster__n_node": 3},
@@ -184,14 +184,13 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
         (  # a misspelt section: its values move under the right one
             {"actor__mb_sepc": {"max_tokens_per_mb": 4096}},
             "actor.mb_sepc: no such key in AReaL's PPOActorConfig or DPOEngineConfig",
-            "did you mean actor.mb_spec? write that key instead (in the YAML, or add "
-            "~actor.mb_sepc ++actor.mb_spec.max_tokens_per_mb=4096 to the command line)",
+            "did you mean actor.mb_spec? rename it: ~actor.mb_sepc "
+            "++actor.mb_spec.max_tokens_per_mb=4096 (",
         ),
         (  # a key of a subsection, one level up
             {"actor__lr": 1.0e-5},
             "actor.lr: no such key",
-            "did you mean actor.optimizer.lr? write that key instead (in the YAML, or add "
-            "~actor.lr actor.optimizer.lr=1e-05 to the command line)",
+            "did you mean actor.optimizer.lr? rename it: ~actor.lr actor.optimizer.lr=1e-05 (",
         ),
         (  # ... which the config lacks: ++
             {"actor__weight_decay": 0.1},
@@ -201,8 +200,8 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
         (  # subsections are checked: inside a list, the fix is the rename alone
             {"actor__scheduling_spec": [{"gpus": 1}]},
             "actor.scheduling_spec.0.gpus: no such key in AReaL's SchedulingSpec",
-            "did you mean actor.scheduling_spec.0.gpu? write that key instead (in the YAML, "
-            "or the override that sets actor.scheduling_spec.0.gpus)",
+            "did you mean actor.scheduling_spec.0.gpu? rename it where it is written (the YAML, "
+            "else the override that sets actor.scheduling_spec.0.gpus)",
         ),
         (
             {"rollout__agent__mod": "online"},
@@ -227,8 +226,8 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
         (  # no key is close: remove it
             {"actor__colour": "red"},
             "actor.colour: no such key in AReaL's PPOActorConfig or DPOEngineConfig",
-            "remove it (~actor.colour on the command line), or write a key AReaL's "
-            "PPOActorConfig or DPOEngineConfig has",
+            "remove it: ~actor.colour, or write a key AReaL's PPOActorConfig or DPOEngineConfig "
+            "has",
         ),
         (  # ... in a small section, its keys are listed
             {"scheduler__colour": "red"},
@@ -240,8 +239,8 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
             {"cluster__gpu_memory_gb": 80},
             "cluster.gpu_memory_gb: no such key in AReaL's ClusterSpecConfig; AReaL's loader "
             "refuses the config (it is a key of areal-conf's own configs)",
-            "remove it (~cluster.gpu_memory_gb on the command line); give a GPU's memory with "
-            "AREAL_CONF_GPU_MEMORY_GB=80",
+            "remove it: ~cluster.gpu_memory_gb (AREAL_CONF_GPU_MEMORY_GB=80 gives areal-conf a "
+            "GPU's memory instead",
         ),
         (
             {"actor__allocation": "fsdp:d4"},
@@ -252,15 +251,15 @@ def test_an_areal_yaml_with_areal_keys_only_is_read() -> None:
             {"actor__behave_imp_weight_cap": 5.0},
             "actor.behave_imp_weight_cap: AReaL removed this key; AReaL's loader refuses the "
             "config",
-            "AReaL says: Config keys 'behave_imp_weight_cap' and 'behave_imp_weight_mode' have "
-            "been removed. Use 'rejection_sampling' sub-config instead. Migration mapping: "
-            "behave_imp_weight_mode='disabled' -> rejection_sampling: null; ",
+            "remove it: ~actor.behave_imp_weight_cap (AReaL says: Config keys "
+            "'behave_imp_weight_cap' and 'behave_imp_weight_mode' have been removed. Use "
+            "'rejection_sampling' sub-config instead. Migration mapping: "
+            "behave_imp_weight_mode='disabled' -> rejection_sampling: null / ",
         ),
         (
             {"model": {"num_layer": 32}},
             "model.num_layer: no such key in areal-conf's model section",
-            "did you mean model.num_layers? write that key instead (in the YAML, or add "
-            "~model.num_layer ++model.num_layers=32 to the command line)",
+            "did you mean model.num_layers? rename it: ~model.num_layer ++model.num_layers=32 (",
         ),
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else None,
