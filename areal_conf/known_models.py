@@ -11,11 +11,38 @@ read: ``num_hidden_layers`` -> ``num_layers``, ``intermediate_size`` ->
 ``n_routed_experts`` -> ``num_experts``, ``num_experts_per_tok`` -> ``moe_router_topk``,
 ``moe_intermediate_size`` -> ``moe_ffn_hidden_size``, ``shared_expert_intermediate_size``
 -> ``moe_shared_expert_ffn_hidden_size``. ``head_dim`` is given only where the
-``config.json`` states it (Qwen3, Llama 3.2); elsewhere it is left to default to
-``hidden_size / num_attention_heads``. ``tie_word_embeddings`` is given for every
-entry (``false`` where the file leaves it out, which is the Llama and Mixtral default).
+``config.json`` states it (Qwen3, Qwen3.5/3.6, Llama 3.2); elsewhere it is left to
+default to ``hidden_size / num_attention_heads``. ``tie_word_embeddings`` is given for
+every entry (``false`` where the file leaves it out, which is the Llama and Mixtral
+default).
 
-Three entries go beyond a literal copy, each marked in the table:
+A vision-language model (Qwen2.5-VL, Qwen3.5/3.6) has the keys of its language model:
+the ``text_config`` of its ``config.json``, or the top-level keys where the file keeps
+them there (Qwen2.5-VL), read the same way as the file is. That is the network whose
+layers, heads and experts AReaL's engines shard. The vision tower is not in the entry,
+so the memory estimate counts neither its weights (with their gradients and optimizer
+state) nor its activations.
+
+Qwen3.5-35B-A3B and Qwen3.6-35B-A3B are hybrid: of their 40 layers, every fourth has
+gated full attention (16 query heads, 2 key-value heads, ``head_dim`` 256, the ones the
+entry describes) and the other 30 a Gated DeltaNet linear attention (16 key and 32
+value heads of 128, ``linear_*`` keys) that keeps a fixed recurrent state per sequence
+instead of a KV cache. The shape keys cannot say which layers are which: the layout
+rules see the full-attention heads (the stricter bound on tp), the memory model counts
+every layer's token mixer as that attention (about 0.5B parameters fewer than the
+DeltaNet projections hold, 1.5% of the model) and K and V on all 40 layers (four times
+the KV cache per token the 10 attention layers keep), and it does not count the
+recurrent state. Their multi-token-prediction layer (``mtp_num_hidden_layers: 1``) is
+not counted either. The dense hybrids are left out of the table: there the DeltaNet
+projections are a tenth of the model (Qwen3.6-27B: 24.4B counted against its 27B), too
+much for an estimate that means to be within a few percent.
+
+Qwen3-1.7B-FP8 stores its linear weights in FP8 (blocks of 128); Qwen's FP8 releases
+keep the bf16 model's ``config.json`` and add a ``quantization_config`` (compare the
+Qwen3-32B and Qwen3-30B-A3B pairs below), so it has Qwen3-1.7B's entry. The memory
+model counts its weights at the engine's ``dtype``, as for any other checkpoint.
+
+Four entries go beyond a literal copy, each marked in the table:
 
 * DeepSeek-V3 / R1 state ``n_shared_experts: 1`` with ``moe_intermediate_size: 2048``;
   ``moe_shared_expert_ffn_hidden_size`` is their product, 2048. The first three of the 61
@@ -25,6 +52,11 @@ Three entries go beyond a literal copy, each marked in the table:
   wide, so ``moe_ffn_hidden_size`` repeats that value.
 * Qwen3-Coder-30B-A3B-Instruct states ``shared_expert_intermediate_size: 0`` (no shared
   expert); the key is left out, as reading its ``config.json`` leaves it out.
+* Qwen3.5-35B-A3B and Qwen3.6-35B-A3B state no ``intermediate_size`` (every layer is
+  MoE, ``mlp_only_layers`` is empty); ``ffn_hidden_size`` repeats
+  ``moe_intermediate_size`` (512), as slime's Megatron arguments for the model do
+  (``--ffn-hidden-size 512``). areal-conf reads ``ffn_hidden_size`` of an MoE model for
+  no rule and no term of the estimate; it is there because every entry has it.
 
 Where the numbers come from (each family checked against at least two of these):
 
@@ -54,6 +86,53 @@ Where the numbers come from (each family checked against at least two of these):
   ``scaleapi/llm-engine`` ``model-engine/tests/unit/domain/test_llm_use_cases.py``
   (Meta-Llama-3-8B/70B); ``oumi-ai/oumi`` ``configs/recipes/llama3_1/README.md`` and
   ``configs/recipes/llama3_3/README.md``; ``Lightning-AI/litgpt`` ``litgpt/config.py``.
+* Qwen2-1.5B-Instruct: ``pytorch/torchtune`` ``torchtune/models/qwen2/_model_builders.py``
+  (``qwen2_1_5b``, built from Qwen/Qwen2-1.5B-Instruct, tied embeddings); the verbatim
+  ``config.json`` copy https://huggingface.co/unsloth/Qwen2-1.5B-Instruct/blob/main/config.json.
+  Its sizes are Qwen2.5-1.5B's.
+* Qwen2.5-Math-1.5B: ``Lightning-AI/litgpt`` ``litgpt/config.py`` (``Qwen2.5-Math-1.5B``,
+  4096 positions); the verbatim ``config.json`` copies
+  https://huggingface.co/unsloth/Qwen2.5-Math-1.5B/blob/main/config.json (named
+  ``Qwen/Qwen2.5-Math-1.5B``) and
+  https://huggingface.co/mlx-community/Qwen2.5-Math-1.5B-bf16/blob/main/config.json
+  (4096 positions, tied embeddings).
+* DeepSeek-R1-Distill-Qwen-1.5B: the verbatim ``config.json`` copies
+  https://huggingface.co/onnx-community/DeepSeek-R1-Distill-Qwen-1.5B-ONNX/blob/main/config.json
+  and https://huggingface.co/qeternity/DeepSeek-R1-Distill-Qwen-1.5B-FP8/blob/main/config.json
+  (both named ``deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B``): Qwen2.5-1.5B's sizes,
+  131072 positions and untied embeddings, unlike Qwen2.5-Math-1.5B it was distilled
+  into.
+* Qwen2.5-VL-3B-Instruct: the verbatim ``config.json`` copies
+  https://huggingface.co/dahwinsingularity/vllm2/blob/main/config.json (named
+  ``Qwen/Qwen2.5-VL-3B-Instruct``) and
+  https://huggingface.co/zyoNoob/Qwen2.5-VL-3B-Instruct-AWQ/blob/main/config.json
+  (made from a snapshot of ``Qwen/Qwen2.5-VL-3B-Instruct``): the language model is
+  Qwen2.5-3B's (36 layers, 2048, 11008, 16/2 heads, tied), with 128000 positions, the
+  context length Xinference's model docs give (``qwen2.5-vl-instruct``).
+* Qwen3-1.7B-FP8: Qwen3-1.7B's sources above (the verbatim
+  ``Qwen--Qwen3-1.7B_config.json`` of ``ai-dynamo/aiconfigurator``, torchtune's
+  ``qwen3_1_7b_instruct``); the ``Qwen--Qwen3-32B-FP8`` / ``Qwen--Qwen3-30B-A3B-FP8``
+  copies there, which differ from their bf16 models only by ``quantization_config``.
+* Qwen3-30B-A3B-Base: ``Lightning-AI/litgpt`` ``litgpt/config.py``
+  (``Qwen3-30B-A3B-Base``: the sizes of Qwen3-30B-A3B); the model card as copied in
+  https://huggingface.co/unsloth/Qwen3-30B-A3B-Base-bnb-4bit (48 layers, 32/4 heads,
+  128 experts with 8 active, pre-training extended to 32K tokens). litgpt gives every
+  Qwen3 model, -Base included, 40960 positions; the -Base ``config.json`` files state
+  32768 (torchtune's -Base builders, Qwen3-8B-Base's copy above), which the entry
+  follows.
+* Qwen3.5-35B-A3B: the verbatim ``config.json`` in ``ai-dynamo/aiconfigurator``
+  ``aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-35B-A3B_config.json``;
+  ``THUDM/slime`` ``scripts/models/qwen3.5-35B-A3B.sh`` (the Megatron arguments,
+  which slime checks against the model's ``config.json``); context length 262144 in
+  Xinference's model docs (``qwen3.5``).
+* Qwen3.6-35B-A3B: NVIDIA's NVFP4 re-release of it in ``ai-dynamo/aiconfigurator``
+  (``nvidia--Qwen3.6-35B-A3B-NVFP4_config.json``, the same ``text_config`` as
+  Qwen3.5-35B-A3B's); ``THUDM/slime`` ``tests/test_qwen3.6_35B_A3B_pd_mooncake.py``
+  (runs Qwen/Qwen3.6-35B-A3B with the Qwen3.5-35B-A3B arguments);
+  ``NVIDIA-NeMo/Megatron-Bridge`` ``docs/models/qwen/qwen35-vl.md`` (same architecture
+  as Qwen3.5 MoE, 256 experts with top-8 routing, 40 layers of 3 DeltaNet + 1
+  attention); the model card (hidden 2048, 248320-token vocabulary, 16/2 attention
+  heads of 256, expert width 512, 262,144 tokens).
 * DeepSeek-V3, DeepSeek-V3-Base, DeepSeek-R1: verbatim ``config.json`` copies in
   ``ai-dynamo/aiconfigurator`` (``deepseek-ai--DeepSeek-V3_config.json``,
   ``deepseek-ai--DeepSeek-R1_config.json``); the V3-Base ``config.json`` explained key by
@@ -84,6 +163,8 @@ def _entry(base: Mapping[str, int | bool], **changes: int | bool) -> Entry:
 # -- Qwen2.5 -----------------------------------------------------------------------------
 # The base models state max_position_embeddings 32768 (0.5B, 3B) or 131072 (1.5B, 7B and
 # up); every Instruct model states 32768. 0.5B, 1.5B and 3B tie their embeddings.
+# Qwen2-1.5B, Qwen2.5-Math-1.5B and DeepSeek-R1-Distill-Qwen-1.5B have the 1.5B sizes,
+# Qwen2.5-VL-3B's language model the 3B sizes.
 
 _QWEN25_SMALL: Final = {"vocab_size": 151936, "tie_word_embeddings": True}
 _QWEN25_LARGE: Final = {"vocab_size": 152064, "tie_word_embeddings": False}
@@ -229,6 +310,26 @@ _QWEN3_235B_A22B: Final = {
     **_QWEN3,
 }
 
+# -- Qwen3.5 / Qwen3.6 MoE (hybrid attention; see the module docstring) -----------------
+# The keys describe the 10 gated full-attention layers' heads; the other 30 layers are
+# Gated DeltaNet linear attention, which the keys cannot express.
+_QWEN35_35B_A3B: Final = {
+    "num_layers": 40,
+    "hidden_size": 2048,
+    # the config states no intermediate_size (every layer is MoE): moe_intermediate_size
+    "ffn_hidden_size": 512,
+    "num_attention_heads": 16,
+    "num_kv_heads": 2,
+    "head_dim": 256,
+    "vocab_size": 248320,
+    "num_experts": 256,
+    "moe_ffn_hidden_size": 512,
+    "moe_shared_expert_ffn_hidden_size": 512,
+    "moe_router_topk": 8,
+    "max_seq_len": 262144,
+    "tie_word_embeddings": False,
+}
+
 # -- Llama 3.x ---------------------------------------------------------------------------
 # Llama 3 states max_position_embeddings 8192, Llama 3.1 / 3.2 / 3.3 131072. The Llama
 # 3.2 configs state head_dim (equal to hidden_size / heads) and tie their embeddings.
@@ -349,11 +450,22 @@ KNOWN_MODELS: Final[dict[str, Mapping[str, int | bool]]] = {
     "Qwen/Qwen2.5-72B-Instruct": _entry(_QWEN25_72B, max_seq_len=32768),
     "Qwen/Qwen2.5-Coder-7B-Instruct": _entry(_QWEN25_7B, max_seq_len=32768),
     "Qwen/Qwen2.5-Coder-32B-Instruct": _entry(_QWEN25_32B, max_seq_len=32768),
+    "Qwen/Qwen2.5-Math-1.5B": _entry(_QWEN25_1_5B, max_seq_len=4096),
+    # the language model of the vision-language model (the vision tower is not counted)
+    "Qwen/Qwen2.5-VL-3B-Instruct": _entry(_QWEN25_3B, max_seq_len=128000),
+    # Qwen2
+    "Qwen/Qwen2-1.5B-Instruct": _entry(_QWEN25_1_5B, max_seq_len=32768),
+    # distilled into Qwen2.5-Math-1.5B's network, but with untied embeddings
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": _entry(
+        _QWEN25_1_5B, tie_word_embeddings=False, max_seq_len=131072
+    ),
     # Qwen3 dense
     "Qwen/Qwen3-0.6B": _entry(_QWEN3_0_6B, max_seq_len=40960),
     "Qwen/Qwen3-0.6B-Base": _entry(_QWEN3_0_6B, max_seq_len=32768),
     "Qwen/Qwen3-1.7B": _entry(_QWEN3_1_7B, max_seq_len=40960),
     "Qwen/Qwen3-1.7B-Base": _entry(_QWEN3_1_7B, max_seq_len=32768),
+    # FP8 weights; the config.json is Qwen3-1.7B's plus a quantization_config
+    "Qwen/Qwen3-1.7B-FP8": _entry(_QWEN3_1_7B, max_seq_len=40960),
     "Qwen/Qwen3-4B": _entry(_QWEN3_4B, max_seq_len=40960),
     "Qwen/Qwen3-4B-Base": _entry(_QWEN3_4B, max_seq_len=32768),
     "Qwen/Qwen3-8B": _entry(_QWEN3_8B, max_seq_len=40960),
@@ -363,12 +475,16 @@ KNOWN_MODELS: Final[dict[str, Mapping[str, int | bool]]] = {
     "Qwen/Qwen3-32B": _entry(_QWEN3_32B, max_seq_len=40960),
     # Qwen3 MoE
     "Qwen/Qwen3-30B-A3B": _entry(_QWEN3_30B_A3B, max_seq_len=40960),
+    "Qwen/Qwen3-30B-A3B-Base": _entry(_QWEN3_30B_A3B, max_seq_len=32768),
     "Qwen/Qwen3-235B-A22B": _entry(_QWEN3_235B_A22B, max_seq_len=40960),
     # The coder states a narrower dense FFN and a 256K context; its
     # shared_expert_intermediate_size is 0 (no shared expert), so the key is left out.
     "Qwen/Qwen3-Coder-30B-A3B-Instruct": _entry(
         _QWEN3_30B_A3B, ffn_hidden_size=5472, max_seq_len=262144
     ),
+    # Qwen3.5 / Qwen3.6 MoE: the language model of the vision-language model
+    "Qwen/Qwen3.5-35B-A3B": _entry(_QWEN35_35B_A3B),
+    "Qwen/Qwen3.6-35B-A3B": _entry(_QWEN35_35B_A3B),
     # Llama 3
     "meta-llama/Meta-Llama-3-8B": _entry(_LLAMA3_8B, max_seq_len=8192),
     "meta-llama/Meta-Llama-3-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=8192),

@@ -1,16 +1,20 @@
 """The table of well-known models and the offline Hugging Face cache lookup: every entry
-is a usable shape whose parameter count matches the published one, lookups are exact (up
-to letter case) and hand out copies, and the cache is searched the way the hub lays it
-out, never raising."""
+is a usable shape whose parameter count matches the published one, every Hub model that
+AReaL's example configs (``fixtures/areal2``) name is in the table or listed as left out
+with the reason, lookups are exact (up to letter case) and hand out copies, and the cache
+is searched the way the hub lays it out, never raising."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
+import yaml
 
 from areal_conf.hf_cache import cached_config_json, hub_cache_dir
 from areal_conf.known_models import KNOWN_MODELS, known_model, known_model_ids
@@ -75,8 +79,11 @@ class Published(NamedTuple):
 # (0.49B, 1.54B, 7.61B, 72.7B), the Qwen3 model cards (8.2B, 30.5B, 235B; Qwen3-0.6B is
 # 596,049,920 in KerasHub's presets), the sizes Hugging Face shows for Llama 3.1/3.2
 # (8.03B, 70.6B, 405B, 1.24B, 3.21B) and Mixtral (46.7B, 141B), and the DeepSeek-V3 card
-# (671B, without the 14B multi-token-prediction module).
+# (671B, without the 14B multi-token-prediction module). The Qwen2 blog's size table gives
+# Qwen2-1.5B 1.54B; the Qwen3.6-35B-A3B card "35B in total", which includes the vision
+# tower and the multi-token-prediction layer parameter_count leaves out.
 PUBLISHED = [
+    Published("Qwen/Qwen2-1.5B-Instruct", 1.54e9),
     Published("Qwen/Qwen2.5-0.5B-Instruct", 0.49e9),
     Published("Qwen/Qwen2.5-1.5B", 1.54e9),
     Published("Qwen/Qwen2.5-7B", 7.61e9),
@@ -84,6 +91,9 @@ PUBLISHED = [
     Published("Qwen/Qwen3-0.6B", 0.596e9),
     Published("Qwen/Qwen3-8B", 8.2e9),
     Published("Qwen/Qwen3-30B-A3B", 30.5e9),
+    Published("Qwen/Qwen3-30B-A3B-Base", 30.5e9),
+    # every layer's token mixer counted as gated attention: ~0.5B below the DeltaNet layers
+    Published("Qwen/Qwen3.6-35B-A3B", 35e9),
     Published("Qwen/Qwen3-235B-A22B", 235e9),
     Published("meta-llama/Llama-3.1-8B", 8.03e9),
     Published("meta-llama/Llama-3.1-70B-Instruct", 70.6e9),
@@ -122,12 +132,23 @@ SHAPES = [
     Shape("Qwen/Qwen2.5-3B", 128, True, 32768, 151936),
     Shape("Qwen/Qwen2.5-7B", 128, False, 131072, 152064),
     Shape("Qwen/Qwen2.5-7B-Instruct", 128, False, 32768, 152064),
+    # Qwen2 and the 1.5B derivatives: Math states 4K positions, the R1 distill unties
+    Shape("Qwen/Qwen2-1.5B-Instruct", 128, True, 32768, 151936),
+    Shape("Qwen/Qwen2.5-Math-1.5B", 128, True, 4096, 151936),
+    Shape("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 128, False, 131072, 151936),
+    # a vision-language model: its language model, with the VL release's 128000 positions
+    Shape("Qwen/Qwen2.5-VL-3B-Instruct", 128, True, 128000, 151936),
     # Qwen3 states head_dim 128 (0.6B: hidden_size / heads would be 64)
     Shape("Qwen/Qwen3-0.6B", 128, True, 40960, 151936),
     Shape("Qwen/Qwen3-0.6B-Base", 128, True, 32768, 151936),
     Shape("Qwen/Qwen3-4B", 128, True, 40960, 151936),
     Shape("Qwen/Qwen3-8B", 128, False, 40960, 151936),
     Shape("Qwen/Qwen3-8B-Base", 128, False, 32768, 151936),
+    Shape("Qwen/Qwen3-1.7B-FP8", 128, True, 40960, 151936),
+    Shape("Qwen/Qwen3-30B-A3B-Base", 128, False, 32768, 151936),
+    # Qwen3.5/3.6 state head_dim 256 (2048 / 16 heads would be 128) and a new vocabulary
+    Shape("Qwen/Qwen3.5-35B-A3B", 256, False, 262144, 248320),
+    Shape("Qwen/Qwen3.6-35B-A3B", 256, False, 262144, 248320),
     Shape("Qwen/Qwen3-Coder-30B-A3B-Instruct", 128, False, 262144, 151936),
     # Llama 3 has 8K positions, 3.1 128K; 3.2 ties and states head_dim 64 for 1B
     Shape("meta-llama/Meta-Llama-3-8B", 128, False, 8192, 128256),
@@ -157,6 +178,42 @@ def test_moe_shapes() -> None:
     qwen = shape_of("Qwen/Qwen3-30B-A3B")
     assert (qwen.num_experts, qwen.moe_router_topk, qwen.moe_ffn_hidden_size) == (128, 8, 768)
     assert qwen.moe_shared_expert_ffn_hidden_size == 0
+    hybrid = shape_of("Qwen/Qwen3.5-35B-A3B")
+    assert (hybrid.num_experts, hybrid.moe_router_topk, hybrid.moe_ffn_hidden_size) == (256, 8, 512)
+    assert hybrid.moe_shared_expert_ffn_hidden_size == 512
+    assert (hybrid.num_layers, hybrid.num_kv_heads) == (40, 2)
+
+
+class SameNetwork(NamedTuple):
+    """An entry that is another entry's network, and the keys in which the two differ."""
+
+    model_id: str
+    sibling: str
+    differ: frozenset[str] = frozenset()
+
+
+SAME_NETWORK = [
+    SameNetwork("Qwen/Qwen2-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
+    SameNetwork("Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-1.5B", frozenset({"max_seq_len"})),
+    SameNetwork(
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        "Qwen/Qwen2.5-Math-1.5B",
+        frozenset({"max_seq_len", "tie_word_embeddings"}),
+    ),
+    # the language model of Qwen2.5-VL-3B is Qwen2.5-3B's network
+    SameNetwork("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-3B", frozenset({"max_seq_len"})),
+    # an FP8 release keeps the bf16 model's config.json
+    SameNetwork("Qwen/Qwen3-1.7B-FP8", "Qwen/Qwen3-1.7B"),
+    SameNetwork("Qwen/Qwen3-30B-A3B-Base", "Qwen/Qwen3-30B-A3B", frozenset({"max_seq_len"})),
+    SameNetwork("Qwen/Qwen3.6-35B-A3B", "Qwen/Qwen3.5-35B-A3B"),
+]
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.model_id) for r in SAME_NETWORK])
+def test_a_variant_has_its_siblings_network(row: SameNetwork) -> None:
+    entry, sibling = KNOWN_MODELS[row.model_id], KNOWN_MODELS[row.sibling]
+    differ = {key for key in {*entry, *sibling} if entry.get(key) != sibling.get(key)}
+    assert differ == row.differ
 
 
 def test_instruct_variants_share_the_base_shape() -> None:
@@ -197,6 +254,69 @@ def test_the_required_families_are_present() -> None:
         "mistralai/Mixtral-8x22B-Instruct-v0.1",
     ):
         assert model_id in KNOWN_MODELS, model_id
+
+
+# -- the models AReaL's example configs name ----------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "areal2"
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+#: Hub models that AReaL's example configs name in a model path and the table leaves out.
+NOT_KNOWN = {
+    "Qwen/Qwen3.6-27B": "a dense hybrid: its Gated DeltaNet projections, a tenth of the "
+    "model, are not expressible, so parameter_count is 24.4B against 27B",
+    "Qwen/Qwen3.5-2B": "no source states whether it ties its embeddings (a quarter of "
+    "its parameters), and a dense hybrid like Qwen3.6-27B",
+    "Qwen/Qwen2-VL-7B": "no copy of the base model's own config.json was found (only of "
+    "Qwen2-VL-7B-Instruct's)",
+    "Qwen/Qwen3-VL-2B-Instruct": "one copy of its config.json was found, no second source",
+}
+
+
+def model_paths(node: Any, in_dataset: bool = False) -> Iterator[str]:
+    """The ``path`` values of a parsed config outside its dataset sections."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "path" and isinstance(value, str):
+                if not in_dataset:
+                    yield value
+            else:
+                yield from model_paths(value, in_dataset or str(key).endswith("dataset"))
+    elif isinstance(node, list):
+        for item in node:
+            yield from model_paths(item, in_dataset)
+
+
+FIXTURE_MODEL_IDS = sorted(
+    {
+        path
+        for file in FIXTURES.rglob("*.yaml")
+        for path in model_paths(yaml.safe_load(file.read_text()))
+        if HUB_ID.fullmatch(path)
+    }
+)
+
+
+def test_the_fixture_model_ids_are_the_model_paths() -> None:
+    """actor, teacher and teacher.train paths are found; interpolations, local paths and
+    datasets are not."""
+    assert {
+        "Qwen/Qwen3.5-35B-A3B",  # actor.path
+        "Qwen/Qwen3-1.7B-FP8",
+        "Qwen/Qwen2.5-14B-Instruct",  # teacher.path, teacher.train.path
+    } <= set(FIXTURE_MODEL_IDS)
+    assert not {"openai/gsm8k", "hiyouga/geometry3k", "tau2/train"} & set(FIXTURE_MODEL_IDS)
+    assert not [i for i in FIXTURE_MODEL_IDS if i.startswith(("/", "$"))]
+
+
+@pytest.mark.parametrize("model_id", FIXTURE_MODEL_IDS)
+def test_every_model_of_areals_examples_is_known_or_listed(model_id: str) -> None:
+    assert model_id in KNOWN_MODELS or model_id in NOT_KNOWN, model_id
+
+
+@pytest.mark.parametrize("model_id", sorted(NOT_KNOWN))
+def test_models_left_out_are_not_in_the_table(model_id: str) -> None:
+    assert known_model(model_id) is None
 
 
 # -- lookup ------------------------------------------------------------------------------
