@@ -206,7 +206,13 @@ def check_memory(
     warnings = tuple(_kv_warnings(estimates))
     if not failing:
         return MemoryCheck(estimates, warnings=warnings)
-    fatal = [f for f in failing if not assumed or f[2] is not None]
+    # LoRA is not modelled: the estimate gives every weight a gradient and optimizer
+    # state, where AReaL trains only the adapters, so for a LoRA engine it is an upper
+    # bound, which warns and never refuses.
+    lora = {
+        o for o, members in groups.items() if any(run.engines[m.name].use_lora for m in members)
+    }
+    fatal = [f for f in failing if f[0] not in lora and (not assumed or f[2] is not None)]
     owner, need, largest = (fatal or failing)[0]
     members = groups[owner]
     # Engines elsewhere that inherit the owner's backend keep theirs if it changes.
@@ -230,6 +236,12 @@ def check_memory(
     error = _does_not_fit(
         members, largest or need, shape, where, fix, fitting.refused, recheck, owner, budget
     )
+    if owner in lora:
+        error = error.with_hint(
+            (error.hint + "; " if error.hint else "")
+            + "use_lora is on: this estimate counts gradients and optimizer state for every "
+            "weight, AReaL's LoRA only for the adapters, so it is an upper bound"
+        )
     if largest is not None and fix is not None:
         error = error.with_hint(
             error.hint + f"; a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "

@@ -301,6 +301,18 @@ def test_an_assumed_gpu_memory_warns_instead() -> None:
     assert plan.engines["actor"].memory is not None
 
 
+def test_a_lora_engine_that_does_not_fit_warns() -> None:
+    """LoRA is not modelled (every weight gets a gradient and optimizer state in the
+    estimate): for an engine with use_lora the estimate is an upper bound, so a group
+    that does not fit is a warning saying so, never a refusal."""
+    cfg = config(actor={"use_lora": True})
+    with pytest.raises(AllocationError):
+        validate(config())
+    plan = validate(cfg)
+    (warning,) = [w for w in plan.warnings if "actor: fsdp:d8 needs" in w]
+    assert "use_lora is on: this estimate counts gradients and optimizer state" in warning
+
+
 WITH_FIXES = [row for row in ERRORS if "this would fit: " in row.hint]
 
 
