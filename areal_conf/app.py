@@ -65,6 +65,13 @@ def run_validated(
     With ``HYDRA_FULL_ERROR=1`` already set, errors are left alone (full tracebacks);
     any other value counts as unset, as it does for Hydra.
     """
+    if not callable(main):
+        raise AllocationError(
+            f"run_validated takes the app's main function, got {type(main).__name__}",
+            None,
+            None,
+            hint="pass the @hydra.main function itself: run_validated(main)",
+        )
     out = sys.stderr if stderr is None else stderr
     if os.environ.get(_FULL_ERROR) == "1":
         return main(*args, **kwargs)  # the user asked Hydra for full tracebacks

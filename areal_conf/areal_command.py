@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from areal_conf.areal_argv import AReaLCommand, command_error, parse_areal_command
+from areal_conf.arguments import optional_path, strings
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey
 from areal_conf.overrides import format_overrides
 from areal_conf.plan import Plan
 from areal_conf.process import Finished, run_forwarding
-from areal_conf.settings import Settings
+from areal_conf.settings import Settings, optional_settings
 
 #: The file suffix AReaL's loader strips to name the config it composes.
 AREAL_CONFIG_SUFFIX = ".yaml"
@@ -61,6 +62,9 @@ def checked_command(
     cwd: str | os.PathLike[str] | None = None,
 ) -> CheckedCommand:
     """:func:`check_command`, returning the command as read beside its plan."""
+    argv = strings("argv", argv, example='shlex.split("python examples/math/gsm8k_rl.py ...")')
+    cwd = optional_path("cwd", cwd, example="e.g. the AReaL checkout, or None for here")
+    settings = optional_settings(settings)
     command = parse_areal_command(argv, cwd)
     refuse_sweeps(command)
     version = settings.areal_version if settings is not None else None

@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from areal_conf.errors import AllocationError
 
@@ -48,6 +48,12 @@ class EngineRow:
     engine_type: str | None = None
 
 
+#: Where a version puts the teacher: ``flat`` (``teacher.backend``) or ``nested``
+#: (``teacher.engine_type`` picks ``teacher.rollout`` or ``teacher.train``).
+TeacherLayout = Literal["flat", "nested"]
+TEACHER_LAYOUT_NAMES: Final[tuple[str, ...]] = get_args(TeacherLayout)
+
+
 @dataclass(frozen=True)
 class AReaLVersion:
     """What one AReaL version does with a config, as data."""
@@ -59,7 +65,7 @@ class AReaLVersion:
     engines: tuple[EngineRow, ...]
     #: ``flat``: the teacher is an engine section itself (``teacher.backend``);
     #: ``nested``: ``teacher.engine_type`` picks ``teacher.rollout`` or ``teacher.train``.
-    teacher_layout: Literal["flat", "nested"]
+    teacher_layout: TeacherLayout
     #: AReaL's defaults for the keys the rules read, where a key is absent.
     defaults: Mapping[str, object]
     #: The engine key whose dtype FSDP stores weights, gradients and Adam moments in.

@@ -26,8 +26,9 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from areal_conf.arguments import positive, shown, text, whole
 from areal_conf.errors import AllocationError
 
 
@@ -50,13 +51,77 @@ class Hardware:
     sm_count: int = 132
     gemm_efficiency: float = 0.75
 
+    def __post_init__(self) -> None:
+        """Every number a finite positive one (the step-time model divides by them),
+        ``sm_count`` a whole number and ``gemm_efficiency`` a share of the peak."""
+        text("Hardware.name", self.name, example='e.g. "H100 SXM5"')
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            value = getattr(self, f.name)
+            where = f"Hardware.{f.name}"
+            if f.name == "sm_count":
+                whole(where, value, example="e.g. 132 (H100 SXM)", maximum=2**20)
+            elif f.name == "gemm_efficiency":
+                if positive(where, value, example="e.g. 0.75") > 1:
+                    raise AllocationError(
+                        f"{where} must be at most 1 (a share of peak_tflops), got {shown(value)}",
+                        None,
+                        None,
+                        hint="give the share of peak_tflops cuBLAS reaches, e.g. 0.75",
+                    )
+            else:
+                positive(where, value, example=f"e.g. {_H100_SHEET[f.name]} (an H100's)")
 
-HARDWARE: dict[str, Hardware] = {
-    "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
-    "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
-    "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
-    "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
+
+# Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
+_H100_SHEET = {
+    "peak_tflops": 989.0,
+    "hbm_gb": 80.0,
+    "hbm_tb_per_s": 3.35,
+    "intra_node_gb_per_s": 450.0,
+    "inter_node_gb_per_s": 50.0,
 }
+
+
+class _Table(dict[str, Hardware]):
+    """``HARDWARE``: a dict whose lookup of a GPU it does not know is an
+    AllocationError (also a KeyError, as a dict's missing key is)."""
+
+    def __missing__(self, key: object) -> Hardware:
+        raise UnknownGpu(key, self)
+
+
+class UnknownGpu(AllocationError, KeyError):
+    """A GPU name ``HARDWARE`` does not hold."""
+
+    def __init__(
+        self, key: object, table: dict[str, Hardware] | None = None, where: str = "gpu"
+    ) -> None:
+        self.gpu, self.where = key, where
+        names = ", ".join(HARDWARE if table is None else table)
+        super().__init__(
+            f"{where}: {shown(key)} is not a GPU areal-conf knows (it knows {names})",
+            key if isinstance(key, str) else None,
+            None,
+            hint="give one of those names, or the memory of one GPU instead, e.g. "
+            "--gpu-memory-gb 141 (AREAL_CONF_GPU_MEMORY_GB=141)",
+        )
+
+    __str__ = AllocationError.__str__  # the message, not KeyError's repr of it
+
+    def __reduce__(self) -> tuple[type[UnknownGpu], tuple[object, None, str]]:
+        return (type(self), (self.gpu, None, self.where))
+
+
+HARDWARE: dict[str, Hardware] = _Table(
+    {
+        "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
+        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
+        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
+        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
+    }
+)
 
 
 def hardware(gpu: str | Hardware, where: str = "gpu") -> Hardware:
@@ -64,14 +129,7 @@ def hardware(gpu: str | Hardware, where: str = "gpu") -> Hardware:
     (any case); an AllocationError naming ``where`` for a name areal-conf does not know."""
     if isinstance(gpu, Hardware):
         return gpu
-    found = HARDWARE.get(str(gpu).strip().lower()) if isinstance(gpu, str) else None
+    found = HARDWARE.get(gpu.strip().lower()) if isinstance(gpu, str) else None
     if found is None:
-        names = ", ".join(HARDWARE)
-        raise AllocationError(
-            f"{where}: {gpu!r} is not a GPU areal-conf knows (it knows {names})",
-            gpu if isinstance(gpu, str) else None,
-            None,
-            hint="give one of those names, or the memory of one GPU instead, e.g. "
-            "--gpu-memory-gb 141 (AREAL_CONF_GPU_MEMORY_GB=141)",
-        )
+        raise UnknownGpu(gpu, HARDWARE, where)
     return found

@@ -50,6 +50,8 @@ import re
 from typing import NamedTuple
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.areal_versions import TEACHER_LAYOUT_NAMES
+from areal_conf.arguments import choice
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.grammar import parse
@@ -122,6 +124,7 @@ def migrate_allocation_mode(legacy: str, *, teacher_layout: str = "nested") -> l
     (AReaL 2.0) puts it under ``teacher.train`` (with ``teacher.engine_type=train``) or
     ``teacher.rollout``; ``"flat"`` (AReaL 1.0) writes ``teacher.backend``.
     """
+    teacher_layout = check_teacher_layout(teacher_layout)
     overrides: list[str] = []
     for entry in _translate(legacy):
         section = _section(entry, teacher_layout)
@@ -132,6 +135,16 @@ def migrate_allocation_mode(legacy: str, *, teacher_layout: str = "nested") -> l
         if entry.target is not None:
             overrides.append(f"{section}.scheduling_strategy.target={entry.target}")
     return overrides
+
+
+def check_teacher_layout(value: object) -> str:
+    """The ``teacher_layout`` argument: ``nested`` (AReaL 2.0) or ``flat`` (1.0)."""
+    return choice(
+        "teacher_layout",
+        value,
+        TEACHER_LAYOUT_NAMES,
+        hint='"nested" (AReaL 2.0: teacher.train / teacher.rollout) or "flat" (AReaL 1.0)',
+    )
 
 
 def migration_yaml(legacy: str, *, teacher_layout: str = "nested") -> str:

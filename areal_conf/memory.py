@@ -91,8 +91,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.arguments import choice, flag, fraction, optional_flag, optional_whole, positive
+from areal_conf.arguments import whole as whole_number
 from areal_conf.errors import AllocationError
-from areal_conf.model_shape import ModelShape, model_shape
+from areal_conf.model_shape import ModelShape, shape_of
 
 GB: Final = 1e9  # the papers' unit, and cluster.gpu_memory_gb's
 
@@ -148,6 +150,7 @@ _DTYPE_BYTES: Final = {
 }
 
 Recompute = Literal["none", "full"]
+RECOMPUTE: Final = ("none", "full")
 
 
 @dataclass(frozen=True)
@@ -443,20 +446,39 @@ def estimate(
       colocated engine with ``fork: false``): no CUDA context or NCCL buffers of its own.
     """
     alloc = _allocation(allocation_or_spec)
-    if isinstance(model, ModelShape):
-        shape: ModelShape | str = model
-    else:
-        from areal_conf.model_shape import merge_model
-
-        shape = model_shape(merge_model(model))  # hf_config: a file, directory or model id
-    if isinstance(shape, str):
-        raise AllocationError(
-            shape,
-            None,
-            None,
-            hint="give at least " + "num_layers, hidden_size, "
-            "num_attention_heads, ffn_hidden_size and vocab_size",
+    shape = shape_of(model)  # hf_config: a file, directory or model id
+    trainable = flag("trainable", trainable)
+    is_critic = flag("is_critic", is_critic)
+    tokens_per_microbatch = optional_whole(
+        "tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384, or None"
+    )
+    recompute = choice(  # type: ignore[assignment]
+        "recompute", recompute, RECOMPUTE, hint='"full" with gradient_checkpointing, else "none"'
+    )
+    sequence_parallel = optional_flag("sequence_parallel", sequence_parallel)
+    flash_attention = flag("flash_attention", flash_attention)
+    distributed_optimizer = flag("distributed_optimizer", distributed_optimizer)
+    zero_stage = optional_whole(
+        "zero_stage",
+        zero_stage,
+        example="0: no sharding; 1: optimizer state; 2: and gradients; 3: and weights",
+        minimum=0,
+        maximum=3,
+    )
+    if mem_fraction is not None:
+        mem_fraction = fraction(
+            "mem_fraction",
+            mem_fraction,
+            example="the server's memory fraction (sglang.mem_fraction_static, "
+            "vllm.gpu_memory_utilization), e.g. 0.8",
         )
+    gpu_memory_gb = positive("gpu_memory_gb", gpu_memory_gb, example="e.g. 80 (H100), 141 (H200)")
+    max_concurrent_rollouts = optional_whole(
+        "max_concurrent_rollouts", max_concurrent_rollouts, example="e.g. 256, or None"
+    )
+    prompt_len = whole_number("prompt_len", prompt_len, example="e.g. 1024", minimum=0)
+    max_new_tokens = whole_number("max_new_tokens", max_new_tokens, example="e.g. 8192", minimum=0)
+    own_process = flag("own_process", own_process)
     capacity = gpu_memory_gb * GB
     context = CUDA_CONTEXT_BYTES if own_process else 0.0
     comm = comm_buffer_bytes(alloc, shape.is_moe) if own_process else 0.0
@@ -485,13 +507,6 @@ def estimate(
         stage = 1 if backend == "megatron" and distributed_optimizer else 3
         if backend == "megatron" and not distributed_optimizer:
             stage = 0
-    if stage not in (0, 1, 2, 3):
-        raise AllocationError(
-            f"zero_stage must be 0, 1, 2 or 3, got {stage!r}",
-            stage,
-            None,
-            hint="0: no sharding; 1: optimizer state; 2: and gradients; 3: and weights",
-        )
     dense_group = p.dp_size * cp
     expert_group = dense_group if backend == "fsdp" else p.edp_size
     compute_bytes = dtype_bytes(dtype)
@@ -610,15 +625,8 @@ def _inference(
     p = alloc.parallel
     tp, pp = p.tp_size, p.pp_size
     fraction = mem_fraction
-    if fraction is None:
+    if fraction is None:  # estimate() checked a given one
         fraction = DEFAULT_MEM_FRACTION.get(alloc.backend, 0.9)
-    if not 0 < fraction <= 1:
-        raise AllocationError(
-            f"the memory fraction of {alloc.backend} must be in (0, 1], got {fraction!r}",
-            fraction,
-            None,
-            hint="e.g. sglang.mem_fraction_static=0.8",
-        )
     weight_bytes = dtype_bytes(dtype)
     weights = split_parameters(m, tp, pp, tp, 1, experts_by_tp=True).total * weight_bytes
     if alloc.backend == "sglang":  # a fraction of what is free once context and NCCL are up
@@ -662,11 +670,9 @@ def kv_bytes_per_token(m: ModelShape, tp: int = 1, pp: int = 1, dtype: str = "bf
 
 
 def _allocation(value: ModelAllocation | str) -> ModelAllocation:
-    if isinstance(value, ModelAllocation):
-        return value
-    from areal_conf.parser import parse_backend
+    from areal_conf.parser import as_allocation
 
-    return parse_backend(value)
+    return as_allocation(value)
 
 
 # -- engines sharing GPUs, and fixes ----------------------------------------------------

@@ -226,12 +226,9 @@ def _parse_order(order: object, allocation: ModelAllocation) -> list[str]:
 
 
 def _as_training_allocation(allocation_or_spec: object) -> ModelAllocation:
-    if isinstance(allocation_or_spec, ModelAllocation):
-        allocation = allocation_or_spec
-    else:
-        from areal_conf.parser import parse_backend
+    from areal_conf.parser import as_allocation
 
-        allocation = parse_backend(allocation_or_spec)
+    allocation = as_allocation(allocation_or_spec)
 
     rule = BACKENDS.get(allocation.backend)
     if rule is None:

@@ -18,9 +18,10 @@ import functools
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from areal_conf.arguments import MAX_TOKENS, mapping, optional_whole, whole
 from areal_conf.errors import AllocationError
 
 # Sizes of the shape, each a positive integer or None (unknown).
@@ -77,10 +78,30 @@ class ModelShape:
     moe_router_topk: int = 0
     max_seq_len: int | None = None
 
+    def __post_init__(self) -> None:
+        """Every size a whole number from 1 (the ``moe_`` sizes from 0: no experts;
+        ``num_experts`` and ``max_seq_len`` may be None) to :data:`MAX_MODEL_SIZE`."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            where = f"model.{f.name}"
+            if f.name == "tie_word_embeddings":
+                if not isinstance(value, bool):
+                    check_shape_values({f.name: value})
+            elif f.name in ("num_experts", "max_seq_len"):
+                optional_whole(where, value, example="e.g. 64, or None", maximum=MAX_MODEL_SIZE)
+            else:
+                minimum = 0 if f.name.startswith("moe_") else 1
+                whole(where, value, example="e.g. 4096", minimum=minimum, maximum=MAX_MODEL_SIZE)
+
     @property
     def is_moe(self) -> bool:
         return self.num_experts is not None and self.num_experts > 1
 
+
+#: The largest size of a model areal-conf takes (layers, hidden size, vocabulary,
+#: context, ...): the limit of tokens (:data:`areal_conf.arguments.MAX_TOKENS`, 2**40),
+#: far above any model's (a context of 10M tokens is the longest today).
+MAX_MODEL_SIZE: Final = MAX_TOKENS
 
 # Keys without which there is no memory estimate (num_kv_heads, head_dim default).
 REQUIRED: Final = (
@@ -279,31 +300,79 @@ SHAPE_HINT: Final = (
 )
 
 
+#: The sizes :func:`model_shape` reads besides :data:`SIZE_KEYS`.
+_LAYOUT_SIZE_KEYS: Final = {
+    "num_layers": 32,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "num_experts": 64,
+}
+_MODEL_EXAMPLE: Final = (
+    "e.g. {'hf_config': 'Qwen/Qwen3-8B'} or {'num_layers': 36, 'hidden_size': 4096, "
+    "'num_attention_heads': 32, 'ffn_hidden_size': 12288, 'vocab_size': 151936}"
+)
+
+
 def model_shape(model: Mapping[str, Any], hint: str = SHAPE_HINT) -> ModelShape | str:
     """The shape of a merged model section, or a sentence saying what is missing and
-    ``hint`` (how to give it)."""
+    ``hint`` (how to give it). A size that is not a positive integer (or null) is an
+    AllocationError, as in the model section."""
+    model = mapping("model", model, example=_MODEL_EXAMPLE)
+    for key, example in _LAYOUT_SIZE_KEYS.items():
+        check_size_value(key, model.get(key), example=example, null_means="leave it unknown")
+    check_shape_values(model)
     missing = [key for key in REQUIRED if model.get(key) is None]
     if missing:
         return "model shape unknown (no " + ", ".join(missing) + "): " + hint
-    heads = int(model["num_attention_heads"])
-    hidden = int(model["hidden_size"])
+    heads = model["num_attention_heads"]
+    hidden = model["hidden_size"]
     experts = model.get("num_experts")
-    moe_ffn = model.get("moe_ffn_hidden_size") or model["ffn_hidden_size"]
+    if model.get("head_dim") is None and hidden < heads:
+        raise AllocationError(
+            f"model.hidden_size {hidden} is smaller than model.num_attention_heads {heads}, "
+            "so a head would have no dimension",
+            None,
+            None,
+            hint="give the sizes of the model's config.json (hidden_size is heads × head_dim), "
+            "or model.head_dim",
+        )
     return ModelShape(
-        num_layers=int(model["num_layers"]),
+        num_layers=model["num_layers"],
         hidden_size=hidden,
         num_attention_heads=heads,
-        num_kv_heads=int(model.get("num_kv_heads") or heads),
-        head_dim=int(model.get("head_dim") or hidden // heads),
-        ffn_hidden_size=int(model["ffn_hidden_size"]),
-        vocab_size=int(model["vocab_size"]),
-        tie_word_embeddings=bool(model.get("tie_word_embeddings") or False),
-        num_experts=int(experts) if experts else None,
-        moe_ffn_hidden_size=int(moe_ffn) if experts else 0,
-        moe_shared_expert_ffn_hidden_size=int(model.get("moe_shared_expert_ffn_hidden_size") or 0),
-        moe_router_topk=int(model.get("moe_router_topk") or (1 if experts else 0)),
+        num_kv_heads=model.get("num_kv_heads") or heads,
+        head_dim=model.get("head_dim") or hidden // heads,
+        ffn_hidden_size=model["ffn_hidden_size"],
+        vocab_size=model["vocab_size"],
+        tie_word_embeddings=model.get("tie_word_embeddings") or False,
+        num_experts=experts,
+        moe_ffn_hidden_size=(model.get("moe_ffn_hidden_size") or model["ffn_hidden_size"])
+        if experts
+        else 0,
+        moe_shared_expert_ffn_hidden_size=model.get("moe_shared_expert_ffn_hidden_size") or 0,
+        moe_router_topk=model.get("moe_router_topk") or (1 if experts else 0),
         max_seq_len=model.get("max_seq_len"),
     )
+
+
+def shape_of(model: object) -> ModelShape:
+    """``model`` as a :class:`ModelShape`: a shape already, or a mapping of the ``model``
+    section's keys whose ``hf_config`` (a ``config.json``, a model directory or a Hugging
+    Face id) fills the sizes it does not give; an AllocationError when the shape stays
+    unknown. What every function taking a ``model`` argument reads it with."""
+    if isinstance(model, ModelShape):
+        return model
+    shape = model_shape(merge_model(mapping("model", model, example=_MODEL_EXAMPLE)))
+    if isinstance(shape, str):
+        raise AllocationError(
+            shape,
+            None,
+            None,
+            hint="give at least num_layers, hidden_size, num_attention_heads, "
+            "ffn_hidden_size and vocab_size, or hf_config=<config.json, directory or "
+            "Hugging Face id>",
+        )
+    return shape
 
 
 def is_size(value: object) -> bool:

@@ -7,10 +7,11 @@ per-engine overrides that replace it, from :mod:`areal_conf.legacy`.
 
 from __future__ import annotations
 
-from areal_conf.allocation import ModelAllocation
+from areal_conf.allocation import ModelAllocation, ParallelStrategy
+from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.grammar import LegacySyntax, Parser, parse_fast
-from areal_conf.legacy import migrate_allocation_mode
+from areal_conf.legacy import check_teacher_layout, migrate_allocation_mode
 from areal_conf.overrides import shell_line
 
 __all__ = ["parse_backend"]
@@ -25,7 +26,33 @@ def parse_backend(spec: object, *, teacher_layout: str | None = None) -> ModelAl
     (``AREAL_CONF_AREAL_VERSION``, the installed ``areal``, else the newest)."""
     if type(spec) is not str:
         raise _not_a_string(spec)
+    if teacher_layout is not None:
+        check_teacher_layout(teacher_layout)
     return parse_fast(spec) or _parse_slow(spec, teacher_layout)
+
+
+def as_allocation(value: object) -> ModelAllocation:
+    """The allocation argument of a public function: a :class:`ModelAllocation` (its
+    backend known, its layout a :class:`ParallelStrategy`) or a backend string, parsed."""
+    if not isinstance(value, ModelAllocation):
+        return parse_backend(value)
+    if not isinstance(value.backend, str) or value.backend not in BACKENDS:
+        raise AllocationError(
+            f"unknown backend {value.backend!r} in {type(value).__name__}",
+            None,
+            None,
+            hint=f"build it with ModelAllocation.from_str(...); backends are "
+            f"{join_or(list(BACKENDS))}",
+        )
+    if not isinstance(value.parallel, ParallelStrategy):
+        raise AllocationError(
+            f"the layout of a ModelAllocation must be a ParallelStrategy, "
+            f"got {type(value.parallel).__name__}",
+            None,
+            None,
+            hint=f'build it with ModelAllocation.from_str("{value.backend}:d8")',
+        )
+    return value
 
 
 def _parse_slow(spec: str, teacher_layout: str | None) -> ModelAllocation:

@@ -117,10 +117,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.arguments import MAX_SIZE, choice, flag, optional_flag, optional_whole, whole
 from areal_conf.errors import AllocationError
 from areal_conf.hardware import Hardware, hardware
 from areal_conf.memory import dtype_bytes
-from areal_conf.model_shape import ModelShape
+from areal_conf.model_shape import ModelShape, shape_of
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE: Final = ("none", "selective", "full")
@@ -215,24 +216,8 @@ class _Shape:
     shared_ffn: int
 
 
-def model_shape_of(model: ModelShape | Mapping[str, Any]) -> ModelShape:
-    """``model`` as a :class:`ModelShape`: a mapping of the ``model`` section's keys,
-    whose ``hf_config`` fills the sizes it does not give, or a shape already."""
-    if isinstance(model, ModelShape):
-        return model
-    from areal_conf.model_shape import merge_model, model_shape
-
-    shape = model_shape(merge_model(model))
-    if isinstance(shape, str):
-        raise AllocationError(
-            shape,
-            None,
-            None,
-            hint="give at least num_layers, hidden_size, num_attention_heads, "
-            "ffn_hidden_size and vocab_size, or hf_config=<config.json, directory or "
-            "Hugging Face id>",
-        )
-    return shape
+#: ``model`` as a :class:`ModelShape`, as every function taking a model reads it.
+model_shape_of = shape_of
 
 
 def _shape(model: ModelShape | Mapping[str, Any]) -> _Shape:
@@ -392,19 +377,29 @@ def step_time(
             hint="use decode_throughput(...) for sglang and vllm, or give a training "
             "backend (fsdp, megatron, archon)",
         )
-    positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
-    positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
-    positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
-    positive_int("virtual_stages", virtual_stages, "1 for plain 1F1B")
-    if seq_len is not None:
-        positive_int("seq_len", seq_len, "e.g. 4096")
-    if recompute not in RECOMPUTE:
-        raise AllocationError(
-            f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}",
-            recompute if isinstance(recompute, str) else None,
-            None,
-            hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
-        )
+    whole("tokens_per_step", tokens_per_step, example="e.g. tokens_per_step=1_048_576")
+    whole("tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384")
+    gpus_per_node(n_gpus_per_node)
+    whole("virtual_stages", virtual_stages, example="1 for plain 1F1B", maximum=MAX_SIZE)
+    optional_whole("seq_len", seq_len, example="e.g. 4096")
+    choice(
+        "recompute",
+        recompute,
+        RECOMPUTE,
+        hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
+    )
+    for name, value in (
+        ("overlap_grad_reduce", overlap_grad_reduce),
+        ("tp_comm_overlap", tp_comm_overlap),
+        ("flash_attention", flash_attention),
+        ("overlap_param_gather", overlap_param_gather),
+        ("regather_for_recompute", regather_for_recompute),
+        ("distributed_optimizer", distributed_optimizer),
+        ("gradient_accumulation_fusion", gradient_accumulation_fusion),
+        ("forward_only", forward_only),
+    ):
+        flag(name, value)
+    optional_flag("sequence_parallel", sequence_parallel)
     p = alloc.parallel
     dp = p.dp_size
     if tokens_per_step < dp * tokens_per_microbatch:
@@ -692,21 +687,16 @@ def _step(
 
 
 def _allocation(value: ModelAllocation | str) -> ModelAllocation:
-    if isinstance(value, ModelAllocation):
-        return value
-    from areal_conf.parser import parse_backend
+    from areal_conf.parser import as_allocation
 
-    return parse_backend(value)
+    return as_allocation(value)
 
 
-def positive_int(name: str, value: object, example: str) -> None:
-    if type(value) is not int or value <= 0:
-        raise AllocationError(
-            f"{name} must be a positive integer, got {value!r}",
-            None,
-            None,
-            hint=f"give a whole number above 0, {example}",
-        )
+
+def gpus_per_node(value: object) -> int:
+    """The ``n_gpus_per_node`` argument: a whole number of GPUs, at most the grammar's
+    limit."""
+    return whole("n_gpus_per_node", value, example="e.g. 8", maximum=MAX_SIZE)
 
 
 # -- inference ----------------------------------------------------------------------------
@@ -763,9 +753,9 @@ def decode_throughput(
             None,
             hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
         )
-    positive_int("concurrent", concurrent, "e.g. the rollout's max_concurrent_rollouts, 256")
-    positive_int("context_tokens", context_tokens, "e.g. prompt + half the response, 4096")
-    positive_int("n_gpus_per_node", n_gpus_per_node, "e.g. 8")
+    whole("concurrent", concurrent, example="e.g. the rollout's max_concurrent_rollouts, 256")
+    whole("context_tokens", context_tokens, example="e.g. prompt + half the response, 4096")
+    gpus_per_node(n_gpus_per_node)
     from areal_conf.memory import estimate, kv_bytes_per_token, split_parameters
 
     shape = model_shape_of(model)

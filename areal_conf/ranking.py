@@ -10,23 +10,36 @@ rollout and for the actor at which generation keeps up with training.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from areal_conf.all_layouts import layouts
 from areal_conf.allocation import ModelAllocation
+from areal_conf.arguments import (
+    MAX_SIZE,
+    choice,
+    flag,
+    optional_whole,
+    positive,
+    shown,
+    text,
+    whole,
+)
 from areal_conf.errors import AllocationError
 from areal_conf.hardware import Hardware, hardware
 from areal_conf.memory import MemoryEstimate, estimate
 from areal_conf.model_shape import ModelShape
 from areal_conf.performance import (
+    RECOMPUTE,
     DecodeThroughput,
     Recompute,
     StepTime,
     decode_throughput,
+    gpus_per_node,
     model_shape_of,
-    positive_int,
+    step_time,
 )
 from areal_conf.speed import TrainingStep
 from areal_conf.workload import StepWorkload, rl_workload
@@ -75,8 +88,10 @@ def rank_layouts(
     ``"selective"`` applies to Megatron; the other backends recompute whole layers, as
     AReaL's do. Other ``knobs`` go to :func:`areal_conf.performance.step_time`.
     """
-    positive_int("tokens_per_step", tokens_per_step, "e.g. tokens_per_step=1_048_576")
-    positive_int("tokens_per_microbatch", tokens_per_microbatch, "e.g. 16384")
+    whole("tokens_per_step", tokens_per_step, example="e.g. tokens_per_step=1_048_576")
+    whole("tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384")
+    _recompute(recompute)
+    _step_time_knobs(knobs)
     step = TrainingStep(
         tokens_per_batch=tokens_per_step,
         optimizer_steps=1,
@@ -96,6 +111,45 @@ def rank_layouts(
         memory_knobs=_recompute_memory(recompute),
         fits_only=fits_only,
         top=top,
+    )
+
+
+#: The knobs of :func:`step_time` that :func:`rank_layouts` passes on (the others it
+#: sets itself).
+_PASSED_ON: Final = tuple(
+    name
+    for name in inspect.signature(step_time).parameters
+    if name
+    not in (
+        "allocation_or_spec",
+        "model",
+        "gpu",
+        "n_gpus_per_node",
+        "tokens_per_step",
+        "tokens_per_microbatch",
+        "recompute",
+        "forward_only",
+    )
+)
+
+
+def _step_time_knobs(knobs: Mapping[str, Any]) -> None:
+    """Refuse a knob :func:`step_time` does not take (its values it checks itself)."""
+    for name in knobs:
+        choice(
+            "a knob of rank_layouts",
+            name,
+            _PASSED_ON,
+            hint="the knobs are step_time's: " + ", ".join(_PASSED_ON),
+        )
+
+
+def _recompute(recompute: object) -> Recompute:
+    return choice(  # type: ignore[return-value]
+        "recompute",
+        recompute,
+        RECOMPUTE,
+        hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
     )
 
 
@@ -121,12 +175,17 @@ def rank_training(
     """:func:`rank_layouts` for one training step of a config's engine (its batch, its
     micro-batches, its optimizer steps) and the memory knobs of its config."""
     gpu_ = hardware(gpu)
-    if top is not None:
-        positive_int("top", top, "how many of the fastest layouts to keep, e.g. 5")
+    optional_whole("top", top, example="how many of the fastest layouts to keep, e.g. 5")
+    gpus_per_node(n_gpus_per_node)
+    flag("fits_only", fits_only)
     cap = n_gpus_per_node if max_tp is None else max_tp
     specs = layouts(backend, gpus, model=model, max_tp=cap)
     shape = model_shape_of(model)
-    memory_gb = gpu_.hbm_gb if gpu_memory_gb is None else gpu_memory_gb
+    memory_gb = (
+        gpu_.hbm_gb
+        if gpu_memory_gb is None
+        else positive("gpu_memory_gb", gpu_memory_gb, example="e.g. 80 (H100), 141 (H200)")
+    )
     knobs = {**(memory_knobs or {}), "gpu_memory_gb": memory_gb}
     ranked: list[RankedLayout] = []
     for spec in specs:
@@ -168,6 +227,24 @@ class Critic:
     layout: str | None = None
 
 
+def _check_critic(critic: object) -> None:
+    if not isinstance(critic, Critic):
+        raise AllocationError(
+            f"critic must be a Critic or None, got {shown(critic)}",
+            None,
+            None,
+            hint="give e.g. critic=Critic(backend='fsdp', ppo_n_minibatches=4)",
+        )
+    text("critic.backend", critic.backend, example='e.g. "fsdp"')
+    whole("critic.ppo_n_minibatches", critic.ppo_n_minibatches, example="e.g. 4", maximum=MAX_SIZE)
+    optional_whole(
+        "critic.tokens_per_microbatch", critic.tokens_per_microbatch, example="e.g. 16384"
+    )
+    _recompute(critic.recompute)
+    if critic.layout is not None:
+        text("critic.layout", critic.layout, example='e.g. "fsdp:d8"')
+
+
 @dataclass(frozen=True)
 class SplitOption:
     """One way to split the GPUs: the best layout of each engine and their times for one
@@ -193,6 +270,12 @@ class RLSplit:
     best: SplitOption
     options: tuple[SplitOption, ...]
     assumptions: Mapping[str, Any]
+
+
+#: The most GPUs :func:`rl_split` splits: 2,048 nodes of 8, as many as the largest
+#: published training job (16,384 H100s for Llama 3 405B). Every split ranks every
+#: layout of both engines, so the time grows with the GPUs (seconds at this limit).
+MAX_SPLIT_GPUS: Final = 16_384
 
 
 def rl_split(
@@ -229,15 +312,34 @@ def rl_split(
     forward passes and weight updates are not counted.
     """
     gpu_ = hardware(gpu)
-    positive_int("total_gpus", total_gpus, "e.g. 64")
-    positive_int("batch_size", batch_size, "e.g. train_dataset.batch_size, 256")
-    positive_int("n_samples", n_samples, "e.g. gconfig.n_samples, 8")
-    positive_int("max_new_tokens", max_new_tokens, "e.g. gconfig.max_new_tokens, 8192")
-    positive_int("ppo_n_minibatches", ppo_n_minibatches, "e.g. 4")
-    if mean_response_tokens is not None:
-        positive_int("mean_response_tokens", mean_response_tokens, "e.g. half of max_new_tokens")
+    whole(
+        "total_gpus",
+        total_gpus,
+        example="e.g. 64",
+        maximum=MAX_SPLIT_GPUS,
+        why="every split ranks every layout of both engines; a split of more GPUs takes minutes",
+    )
+    whole("batch_size", batch_size, example="e.g. train_dataset.batch_size, 256")
+    whole("n_samples", n_samples, example="e.g. gconfig.n_samples, 8")
+    whole("max_new_tokens", max_new_tokens, example="e.g. gconfig.max_new_tokens, 8192")
+    whole("prompt_tokens", prompt_tokens, example="e.g. 1024", minimum=0)
+    whole("ppo_n_minibatches", ppo_n_minibatches, example="e.g. 4", maximum=MAX_SIZE)
+    optional_whole(
+        "mean_response_tokens", mean_response_tokens, example="e.g. half of max_new_tokens"
+    )
+    gpus_per_node(n_gpus_per_node)
+    for name, value in (("rollout_backend", rollout_backend), ("actor_backend", actor_backend)):
+        text(name, value, example='e.g. "sglang" or "fsdp"')
+    optional_whole(
+        "tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384, or None"
+    )
+    _recompute(recompute)
+    flag("asynchronous", asynchronous)
+    optional_whole(
+        "max_concurrent_rollouts", max_concurrent_rollouts, example="e.g. 256, or None"
+    )
     if critic is not None:
-        positive_int("critic.ppo_n_minibatches", critic.ppo_n_minibatches, "e.g. 4")
+        _check_critic(critic)
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
     if total_gpus < 2 or total_gpus % step:
         raise AllocationError(

@@ -68,6 +68,19 @@ class Settings:
     machine_gpus: GpuCount | None = None
 
 
+def optional_settings(settings: object) -> Settings | None:
+    """The ``settings`` argument of a public function: a :class:`Settings` or None."""
+    if settings is None or isinstance(settings, Settings):
+        return settings
+    raise AllocationError(
+        f"settings must be a Settings or None, got {type(settings).__name__}",
+        None,
+        None,
+        hint="give areal_conf.settings.Settings(gpu_memory_gb=80, ...), or None for the "
+        "environment's",
+    )
+
+
 def positive_tokens(value: object, where: str) -> int:
     """``value`` as a positive whole number of tokens, else an AllocationError."""
     number: int | None = None

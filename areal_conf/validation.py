@@ -35,6 +35,7 @@ from areal_conf.checks import (
     predict_step_times,
     read_model,
 )
+from areal_conf.arguments import text
 from areal_conf.errors import AllocationError
 from areal_conf.fit import Outcome, Recheck
 from areal_conf.fixes import FixCheck, checked_hint
@@ -46,7 +47,7 @@ from areal_conf.reading import (
     read_allocation_mode,
     read_config,
 )
-from areal_conf.settings import Settings, default_settings
+from areal_conf.settings import Settings, default_settings, optional_settings
 
 Step = Callable[[Context], None]
 
@@ -136,6 +137,9 @@ def validate(
     (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_GPU``, ``AREAL_CONF_MODEL``), or from the
     command line of ``python -m areal_conf sweep`` while it runs.
     """
+    if areal_version is not None:
+        text("areal_version", areal_version, example='e.g. "2.0", or None')
+    settings = optional_settings(settings)
     if settings is None:
         settings = default_settings(areal_version=areal_version)
     choice = choose_rules(settings.areal_version or areal_version)

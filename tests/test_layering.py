@@ -26,8 +26,9 @@ PACKAGES = ("areal_conf", "hydra_plugins.areal_conf_plugin")
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "areal_conf.errors",
-        "areal_conf.hardware",
         "areal_conf.backends",
+        "areal_conf.arguments",
+        "areal_conf.hardware",
         "areal_conf.roles",
         "areal_conf.progress",
         "areal_conf.areal_versions",
