@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
+from areal_conf.arguments import optional_whole, whole
 from areal_conf.backends import BACKENDS, MAX_SIZE, BackendRule, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.model_checks import (
@@ -149,25 +150,22 @@ def _check_backend(backend: object) -> BackendRule:
 
 
 def _check_gpus(gpus: object) -> int:
-    if type(gpus) is not int or not 1 <= gpus <= MAX_SIZE:
-        raise AllocationError(
-            f"gpus must be an integer from 1 to {MAX_SIZE} (2**20), got {gpus!r}",
-            gpus,
-            None,
-            hint="give the number of GPUs the engine uses, e.g. 8",
-        )
-    return gpus
+    return whole(
+        "gpus",
+        gpus,
+        example="the number of GPUs the engine uses, e.g. 8",
+        maximum=MAX_SIZE,
+        why="the backend grammar's limit",
+    )
 
 
 def _check_max_tp(max_tp: object) -> int:
-    if max_tp is None:
-        return MAX_SIZE
-    if type(max_tp) is not int or max_tp < 1:
-        raise AllocationError(
-            f"max_tp must be a positive integer or None, got {max_tp!r}",
-            max_tp,
-            None,
-            hint="give the largest tensor parallel size to try, e.g. the GPUs per node "
-            "(8), or None for no cap",
-        )
-    return max_tp
+    checked = optional_whole(
+        "max_tp",
+        max_tp,
+        example="the largest tensor parallel size to try, e.g. the GPUs per node (8), "
+        "or None for no cap",
+        maximum=MAX_SIZE,
+        why="the backend grammar's limit",
+    )
+    return MAX_SIZE if checked is None else checked

@@ -70,8 +70,9 @@ def whole(
         return value
     if type(value) is int and value > maximum:
         raise AllocationError(
-            f"{name} {shown(value)} is larger than the limit {limit(maximum)}"
-            + (f" ({why})" if why else ""),
+            f"{name} must be at most {limit(maximum)}"
+            + (f" ({why})" if why else "")
+            + f", got {shown(value)}",
             None,
             None,
             hint=f"give a whole number of at most {limit(maximum)}; {example}",

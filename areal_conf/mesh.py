@@ -24,7 +24,8 @@ text, so ``TP-…-PP`` would behave differently in its two checks).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, overload
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import BACKENDS, TRAINING_BACKENDS, join_or
@@ -72,7 +73,18 @@ def rank_groups(
 
     Raises ``AllocationError`` for an invalid spec or order, an inference backend, or a
     layout/order pair that Megatron-Core's ``initialize_model_parallel`` rejects.
+    Every rank is listed once per kind (14 million numbers for 2**20 GPUs, seconds);
+    :func:`group_kinds` gives the same groups computed on demand.
     """
+    return {key: kind.lists() for key, kind in group_kinds(allocation_or_spec, order).items()}
+
+
+def group_kinds(
+    allocation_or_spec: ModelAllocation | str, order: str = DEFAULT_ORDER
+) -> dict[str, GroupKind]:
+    """:func:`rank_groups` without listing them: each kind's groups as a
+    :class:`GroupKind`, a sequence whose groups and ranks are computed when read, so a
+    report of the first groups of a huge layout costs what it shows."""
     allocation = _as_training_allocation(allocation_or_spec)
     p = allocation.parallel
     tokens = _parse_order(order, allocation)
@@ -111,13 +123,13 @@ def rank_groups(
             f"(layout {allocation})",
         )
 
-    groups: dict[str, list[list[int]]] = {}
+    groups: dict[str, GroupKind] = {}
     for key in ATTENTION_GROUPS:
-        groups[key] = _orthogonal_groups(decoder_sizes, _mask(tokens, key))
+        groups[key] = GroupKind(decoder_sizes, _mask(tokens, key))
     # initialize_model_parallel:
     #   assert decoder_rank_generator.get_ranks("pp")
     #          == expert_decoder_rank_generator.get_ranks("pp")
-    if p.pp_size != 1 and groups["pp"] != _orthogonal_groups(expert_sizes, _mask(tokens, "pp")):
+    if p.pp_size != 1 and groups["pp"] != GroupKind(expert_sizes, _mask(tokens, "pp")):
         raise AllocationError(
             f"with order {order} the pipeline groups of the attention layers and of the "
             f"expert layers differ (layout {allocation})",
@@ -128,8 +140,114 @@ def rank_groups(
             f"{DEFAULT_ORDER}",
         )
     for key, token in EXPERT_GROUPS.items():
-        groups[key] = _orthogonal_groups(expert_sizes, _mask(tokens, token))
+        groups[key] = GroupKind(expert_sizes, _mask(tokens, token))
     return groups
+
+
+#: A dimension of a rank index: its size and its stride (the rank distance between
+#: neighbours along it).
+_Dim = tuple[int, int]
+
+
+def _merged(dims: list[_Dim]) -> tuple[_Dim, ...]:
+    """``dims`` with neighbours that run on as one dimension merged (size ``a`` at stride
+    ``s`` followed by stride ``a·s``): the same ranks in the same order, one way to
+    write them, so two kinds are equal exactly when their merged dimensions are."""
+    out: list[_Dim] = []
+    for size, stride in dims:
+        if out and stride == out[-1][0] * out[-1][1]:
+            out[-1] = (out[-1][0] * size, out[-1][1])
+        else:
+            out.append((size, stride))
+    return tuple(out)
+
+
+def _at(dims: tuple[_Dim, ...], index: int) -> int:
+    """The rank offset of the ``index``-th point of ``dims`` (the first fastest)."""
+    offset = 0
+    for size, stride in dims:
+        index, digit = divmod(index, size)
+        offset += digit * stride
+    return offset
+
+
+def _count(dims: tuple[_Dim, ...]) -> int:
+    n = 1
+    for size, _ in dims:
+        n *= size
+    return n
+
+
+class Group(Sequence[int]):
+    """One process group's ranks, computed when read (:class:`GroupKind`)."""
+
+    def __init__(self, base: int, inner: tuple[_Dim, ...]) -> None:
+        self._base, self._inner, self._len = base, inner, _count(inner)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        return self._base + _at(self._inner, index)
+
+
+class GroupKind(Sequence[Group]):
+    """The groups of one kind, in Megatron's order, computed when read.
+
+    ``generate_masked_orthogonal_rank_groups(world, sizes, mask)``: the dimensions of
+    ``sizes`` (first fastest) that ``mask`` marks run inside a group, the others from
+    group to group. :meth:`lists` lists them all.
+    """
+
+    def __init__(self, sizes: list[int], mask: list[bool]) -> None:
+        self._sizes, self._mask = list(sizes), list(mask)
+        inner: list[_Dim] = []
+        outer: list[_Dim] = []
+        stride = 1
+        for size, member in zip(sizes, mask, strict=True):
+            if size != 1:
+                (inner if member else outer).append((size, stride))
+                stride *= size
+        self._inner, self._outer = _merged(inner), _merged(outer)
+        self._len = _count(self._outer)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Group: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Group]: ...
+    def __getitem__(self, index: int | slice) -> Group | list[Group]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        return Group(_at(self._outer, index), self._inner)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupKind):
+            return NotImplemented
+        return (self._inner, self._outer) == (other._inner, other._outer)
+
+    def __hash__(self) -> int:
+        return hash((self._inner, self._outer))
+
+    def lists(self) -> list[list[int]]:
+        """Every group as a list of ranks (what :func:`rank_groups` returns)."""
+        return _orthogonal_groups(self._sizes, self._mask)
 
 
 def _orthogonal_groups(sizes: list[int], mask: list[bool]) -> list[list[int]]:

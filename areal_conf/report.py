@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from areal_conf.local_gpus import CUDA_ENV
 from areal_conf.memory import GB
-from areal_conf.mesh import DEFAULT_ORDER, rank_groups
+from areal_conf.mesh import DEFAULT_ORDER, group_kinds
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -95,7 +95,7 @@ def allocation_report(
             )
         else:
             lines.append(f"rank groups (order {order})")
-            text = format_rank_groups(rank_groups(alloc, order))
+            text = format_rank_groups(group_kinds(alloc, order))
             lines += ["  " + line for line in text.splitlines()]
     return "\n".join(lines)
 
@@ -497,7 +497,7 @@ def plan_rank_groups(plan: Plan, order: str = DEFAULT_ORDER) -> str:
             continue
         shown[(e.allocation, e.slots)] = e.name
         lines = [head, "  " + rank_placement(e)]
-        text = format_rank_groups(rank_groups(e.allocation, order))
+        text = format_rank_groups(group_kinds(e.allocation, order))
         lines += ["  " + line for line in text.splitlines()]
         blocks.append("\n".join(lines))
     if not blocks:

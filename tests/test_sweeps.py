@@ -130,7 +130,7 @@ class TestLayoutsCommand:
         "argv, part",
         [
             (["layouts", "fdsp", "--gpus", "8"], "did you mean fsdp?"),
-            (["layouts", "fsdp", "--gpus", "0"], "gpus must be an integer from 1"),
+            (["layouts", "fsdp", "--gpus", "0"], "gpus must be a positive integer"),
             (
                 ["layouts", "fsdp", "--gpus", "8", "--model", "num_expert=8"],
                 "did you mean num_experts?",
