@@ -69,9 +69,13 @@ class ModelAllocation(NamedTuple):
         }
 
     def __str__(self) -> str:
+        if not isinstance(self.parallel, ParallelStrategy):  # built by hand, wrongly
+            return f"ModelAllocation(backend={self.backend!r}, parallel={self.parallel!r})"
         return f"{self.backend}:{self.parallel.body()}"
 
     def __repr__(self) -> str:
+        if not isinstance(self.parallel, ParallelStrategy):
+            return str(self)
         return f"ModelAllocation.from_str({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:

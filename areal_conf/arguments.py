@@ -24,7 +24,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
 
 #: The most tokens (or sequences, or rollouts) an argument may give; see the module
@@ -176,8 +175,8 @@ def optional_path(name: str, value: object, *, example: str) -> str | None:
     """``value`` as a string when it is a string or a path (``os.PathLike``), or None."""
     if value is None:
         return None
-    if _is_text(value):
-        return os.fspath(value)  # type: ignore[arg-type]
+    if isinstance(value, str | os.PathLike) and _is_text(value):
+        return str(os.fspath(value))
     raise AllocationError(
         f"{name} must be a path or None, got {type(value).__name__} {shown(value)}",
         None,
@@ -207,10 +206,8 @@ def _is_text(value: object) -> bool:
 def strings(name: str, value: object, *, example: str) -> list[str]:
     """``value`` as a list of strings when it is a list or tuple of strings (or paths)."""
     if isinstance(value, list | tuple) and all(_is_text(v) for v in value):
-        return [os.fspath(v) for v in value]
-    bad = (
-        next(v for v in value if not _is_text(v)) if isinstance(value, list | tuple) else value
-    )
+        return [str(os.fspath(v)) for v in value]
+    bad = next(v for v in value if not _is_text(v)) if isinstance(value, list | tuple) else value
     raise AllocationError(
         f"{name} must be a list of strings, got {shown(value)}"
         + (f" (holding {shown(bad)})" if bad is not value else ""),
@@ -218,4 +215,3 @@ def strings(name: str, value: object, *, example: str) -> list[str]:
         None,
         hint=f"give a list of strings, {example}",
     )
-

@@ -42,7 +42,10 @@ class AllocationError(ValueError):
             window = self.spec[max(0, near - 30) : near + 30]
             lines.append(f"    {window!r} (near character {near} of {len(self.spec)})")
         elif self.spec is not None:
-            shown = repr(self.spec)
+            try:
+                shown = repr(self.spec)
+            except Exception:  # a broken object's repr: its type still says what it was
+                shown = f"<a {type(self.spec).__name__}>"
             if len(shown) > 80:
                 shown = shown[:60] + f"... ({len(shown)} characters)"
             lines.append("    " + shown)

@@ -88,6 +88,12 @@ class _Table(dict[str, Hardware]):
     """``HARDWARE``: a dict whose lookup of a GPU it does not know is an
     AllocationError (also a KeyError, as a dict's missing key is)."""
 
+    def __getitem__(self, key: str) -> Hardware:
+        try:
+            return super().__getitem__(key)
+        except TypeError:  # an unhashable key: no GPU either
+            raise UnknownGpu(key, self) from None
+
     def __missing__(self, key: object) -> Hardware:
         raise UnknownGpu(key, self)
 

@@ -117,7 +117,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.allocation import ModelAllocation
-from areal_conf.arguments import MAX_SIZE, choice, flag, optional_flag, optional_whole, whole
+from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
+from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
 from areal_conf.hardware import Hardware, hardware
 from areal_conf.memory import dtype_bytes
@@ -690,7 +691,6 @@ def _allocation(value: ModelAllocation | str) -> ModelAllocation:
     from areal_conf.parser import as_allocation
 
     return as_allocation(value)
-
 
 
 def gpus_per_node(value: object) -> int:

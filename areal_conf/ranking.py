@@ -18,7 +18,6 @@ from typing import Any, Final
 from areal_conf.all_layouts import layouts
 from areal_conf.allocation import ModelAllocation
 from areal_conf.arguments import (
-    MAX_SIZE,
     choice,
     flag,
     optional_whole,
@@ -27,6 +26,7 @@ from areal_conf.arguments import (
     text,
     whole,
 )
+from areal_conf.backends import MAX_SIZE
 from areal_conf.errors import AllocationError
 from areal_conf.hardware import Hardware, hardware
 from areal_conf.memory import MemoryEstimate, estimate
@@ -330,14 +330,10 @@ def rl_split(
     gpus_per_node(n_gpus_per_node)
     for name, value in (("rollout_backend", rollout_backend), ("actor_backend", actor_backend)):
         text(name, value, example='e.g. "sglang" or "fsdp"')
-    optional_whole(
-        "tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384, or None"
-    )
+    optional_whole("tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384, or None")
     _recompute(recompute)
     flag("asynchronous", asynchronous)
-    optional_whole(
-        "max_concurrent_rollouts", max_concurrent_rollouts, example="e.g. 256, or None"
-    )
+    optional_whole("max_concurrent_rollouts", max_concurrent_rollouts, example="e.g. 256, or None")
     if critic is not None:
         _check_critic(critic)
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from areal_conf import areal2_rules as v2
 from areal_conf.areal_versions import RulesChoice, choose_rules
+from areal_conf.arguments import text
 from areal_conf.checks import (
     Check,
     Context,
@@ -35,7 +36,6 @@ from areal_conf.checks import (
     predict_step_times,
     read_model,
 )
-from areal_conf.arguments import text
 from areal_conf.errors import AllocationError
 from areal_conf.fit import Outcome, Recheck
 from areal_conf.fixes import FixCheck, checked_hint
