@@ -519,7 +519,8 @@ def test_ctrl_c_at_a_terminal_reaches_the_driver_once(verb: str, tmp_path: Path)
     assert _signals_seen(tmp_path) == ["SIGINT"]
     assert len(started(tmp_path)) == 1
     if verb == "sweep":
-        assert "sweep interrupted: the jobs after the running one were not started" in shown
+        line = "interrupted by SIGINT: the running job was stopped; the jobs after it were not started"
+        assert line in shown
         assert "Traceback" not in shown
 
 
