@@ -7,7 +7,7 @@ python train.py -m actor.backend=fsdp:d8,fsdp:d4t2
 
 An invalid config prints one message and exits 2, in a single run and in a multirun
 (``areal_conf.run_validated``); other errors Hydra reports (bad override syntax, an
-unknown key) exit 1.
+unknown key) exit 1. A Ctrl-C or SIGTERM meanwhile prints one line and exits 130 or 143.
 """
 
 from __future__ import annotations

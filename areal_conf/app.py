@@ -278,8 +278,7 @@ def _output_directory_message(exc: OSError) -> tuple[str, int] | None:
         why += f" ({exc.filename})"
     error = AllocationError(
         f"Hydra cannot create the output directory {str(directory)!r}: {why}",
-        hint=f"set {key} to a directory that can be created, e.g. "
-        f"{key}={_EXAMPLE_DIRECTORY[key]}",
+        hint=f"set {key} to a directory that can be created, e.g. {key}={_EXAMPLE_DIRECTORY[key]}",
     )
     return f"error: invalid config\n{error}", EXIT_INVALID
 

@@ -24,7 +24,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hydra.core.config_loader import ConfigLoader
 from hydra.core.plugins import Plugins
@@ -272,31 +272,32 @@ def write_sweep_record_atomically(config: DictConfig) -> None:
 
 
 class _SweepRecord:
-    """``OmegaConf.save`` while the sweep's record is awaited (see above)."""
+    """``OmegaConf.save`` while the sweep's record is awaited (see above). OmegaConf's
+    own attribute is kept in a dict: a staticmethod kept as a class attribute here would
+    come back unwrapped."""
 
     path: str | None = None
-    hydra_save: Any = None  # OmegaConf's own attribute, while replaced
-    own_save: Any = None  # and the function it gives
+    hydra_save: ClassVar[
+        dict[str, Any]
+    ] = {}  # "attribute": OmegaConf's staticmethod, while replaced
 
     @classmethod
     def arm(cls, path: str) -> None:
         cls.disarm()
         cls.path = path
-        cls.hydra_save = OmegaConf.__dict__["save"]
-        cls.own_save = OmegaConf.save
+        cls.hydra_save["attribute"] = OmegaConf.__dict__["save"]
         OmegaConf.save = staticmethod(cls.save)  # type: ignore[method-assign]
 
     @classmethod
     def disarm(cls) -> None:
-        if cls.hydra_save is not None:
-            OmegaConf.save = cls.hydra_save  # type: ignore[method-assign]
+        if "attribute" in cls.hydra_save:
+            OmegaConf.save = cls.hydra_save.pop("attribute")  # type: ignore[method-assign]
         cls.path = None
-        cls.hydra_save = cls.own_save = None
 
     @classmethod
     def save(cls, config: Any, f: Any, resolve: bool = False) -> None:
         if not isinstance(f, (str, os.PathLike)) or os.path.abspath(f) != cls.path:
-            cls.own_save(config, f, resolve)
+            cls.hydra_save["attribute"].__func__(config, f, resolve)
             return
         cls.disarm()
         from areal_conf.files import write_atomic
