@@ -7,7 +7,7 @@ python train.py -m actor.backend=fsdp:d8,fsdp:d4t2
 
 An invalid config prints one message and exits 2, in a single run and in a multirun
 (``areal_conf.run_validated``); other errors Hydra reports (bad override syntax, an
-unknown key) exit 1.
+unknown key) exit 1. A Ctrl-C or SIGTERM meanwhile prints one line and exits 130 or 143.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from areal_conf import run_validated, validate
+from areal_conf.files import write_atomic
 from areal_conf.hydra_app import app_config_path, unvalidated_sweep_warning
 from areal_conf.hydra_compat import VERSION_BASE
 from areal_conf.report import plan_table, render_gpu_map
@@ -44,7 +45,7 @@ def main(cfg: DictConfig) -> None:
     print()
     print(render_gpu_map(plan))
     out = Path(HydraConfig.get().runtime.output_dir) / PLAN_FILE
-    out.write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    write_atomic(out, json.dumps(plan.to_dict(), indent=2) + "\n")  # a kill leaves no half
     print(f"plan written to {out}")
 
 

@@ -7,6 +7,12 @@ launcher rejecting a multirun, an interpolation that cannot be resolved—the us
 one message on stderr and the process exits with :data:`EXIT_INVALID`, in a single run
 and in a multirun alike. Errors that are not about the config keep their traceback.
 
+A ``SIGINT`` (Ctrl-C) or ``SIGTERM`` while areal-conf validates ends the program the same
+way from every entry point (:func:`interruptible`, which :func:`run_validated` and the
+``python -m areal_conf`` verbs use): one line on stderr naming the signal and what was
+left undone, and the status a shell gives a program the signal stopped, ``128 + N``
+(130 for ``SIGINT``, 143 for ``SIGTERM``); never a traceback.
+
 This module imports no Hydra and no OmegaConf: it recognises their exceptions by the
 modules that define them, which are loaded whenever such an exception exists.
 """
@@ -14,7 +20,9 @@ modules that define them, which are loaded whenever such an exception exists.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar, cast
@@ -40,6 +48,78 @@ _PARENT_TRAVERSAL = "Parent traversal ('..')"
 AREAL_HYDRA_PINS = "hydra-core==1.4.0.dev1 omegaconf==2.4.0.dev2"
 
 
+#: What an interrupted program says it left undone, unless it knows more.
+NOTHING_STARTED = "nothing was started"
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal stopped the program: ``signo``, and ``what`` it left undone (or done).
+
+    A ``KeyboardInterrupt``, so code that lets Ctrl-C through lets it through too."""
+
+    def __init__(self, signo: int, what: str = NOTHING_STARTED) -> None:
+        super().__init__(signo, what)
+        self.signo = int(signo)
+        self.what = what
+
+    @property
+    def status(self) -> int:
+        """The exit status a shell gives a program this signal stopped."""
+        return 128 + self.signo
+
+    def line(self) -> str:
+        """The one line printed: ``interrupted by SIGINT: nothing was started``."""
+        return f"interrupted by {signal.Signals(self.signo).name}: {self.what}"
+
+
+@contextmanager
+def interruptible(stderr: TextIO | None = None) -> Iterator[None]:
+    """Within the block, ``SIGINT`` and ``SIGTERM`` end the program with one line on
+    ``stderr`` and exit status ``128 + N``, never a traceback.
+
+    ``SIGINT`` is Python's ``KeyboardInterrupt`` (raised wherever the program is, even
+    inside Hydra); ``SIGTERM`` raises :class:`Interrupted` the same way for the duration
+    of the block, unless it was being ignored (``nohup``) or this is not the main thread
+    (where Python cannot handle signals). Code that knows more of what was left undone
+    raises its own :class:`Interrupted` (a sweep: the jobs after the running one). On the
+    way out, more of the same signals are ignored until the line is printed.
+    """
+    out = sys.stderr if stderr is None else stderr
+    previous = signal.getsignal(signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    # Not in the main thread, nor over SIG_IGN (nohup) or a handler set outside Python.
+    ours = main and previous not in (signal.SIG_IGN, None)
+    if ours:
+        signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        with _ignoring(main, signal.SIGINT, signal.SIGTERM):
+            print(stopped.line(), file=out, flush=True)
+        raise SystemExit(stopped.status) from None
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupted(signo: int, frame: object) -> None:
+    raise Interrupted(signo)
+
+
+@contextmanager
+def _ignoring(main: bool, *signals: signal.Signals) -> Iterator[None]:
+    if not main:
+        yield
+        return
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 def run_validated(
     main: Callable[..., T],
     *args: Any,
@@ -56,7 +136,10 @@ def run_validated(
       value): its key (or the override that introduced it), the value and a fix, exit 2;
     * a YAML file that does not parse: the file, line and column, exit 2;
     * any other error Hydra reports compactly: its message, exit 1, as Hydra does;
-    * a closed stdout (``--help | head``): quietly, exit 1.
+    * a closed stdout (``--help | head``): quietly, exit 1;
+    * Hydra unable to create its output directory (``hydra.run.dir=/dev/null/x``): the
+      directory, why, and the option that moves it, exit 2;
+    * ``SIGINT`` or ``SIGTERM``: one line, exit 130 or 143 (:func:`interruptible`).
 
     Hydra prints a traceback for most exceptions before this function could see them;
     so for the duration of the call it asks Hydra to re-raise them instead
@@ -73,8 +156,19 @@ def run_validated(
             hint="pass the @hydra.main function itself: run_validated(main)",
         )
     out = sys.stderr if stderr is None else stderr
-    if os.environ.get(_FULL_ERROR) == "1":
-        return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
+    with interruptible(out):
+        if os.environ.get(_FULL_ERROR) == "1":
+            return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
+        return _reported(main, args, kwargs, argv, out)
+
+
+def _reported(
+    main: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    argv: Sequence[str] | None,
+    out: TextIO,
+) -> T:
     with _hydra_reraises():
         try:
             with output_may_close():
@@ -155,7 +249,45 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
         return _omegaconf_message(exc, argv), EXIT_INVALID
     if is_yaml_error(exc):
         return f"error: invalid config\n{unparsable_yaml(exc)}", EXIT_INVALID
+    if isinstance(exc, OSError):
+        return _output_directory_message(exc)
     return None
+
+
+#: Where Hydra creates a run's or a sweep's directory: (module, function) -> the option
+#: that names the directory (None: the function says, in its ``job_dir_key``).
+_HYDRA_MAKES_DIRECTORIES = {
+    ("hydra.core.utils", "run_job"): None,
+    ("hydra._internal.core_plugins.basic_sweeper", "sweep"): "hydra.sweep.dir",
+    ("hydra._internal.core_plugins.basic_launcher", "launch"): "hydra.sweep.dir",
+}
+_EXAMPLE_DIRECTORY = {"hydra.run.dir": "outputs/run1", "hydra.sweep.dir": "multirun/sweep1"}
+
+
+def _output_directory_message(exc: OSError) -> tuple[str, int] | None:
+    """An ``OSError`` raised while Hydra creates the output directory of a run or a sweep
+    (a path through a file, no permission): the directory, why, and the option to change;
+    None for any other ``OSError`` (it keeps its traceback)."""
+    key: str | None = None
+    directory: object = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        where = (frame.f_globals.get("__name__"), frame.f_code.co_name)
+        if where in _HYDRA_MAKES_DIRECTORIES:
+            key = _HYDRA_MAKES_DIRECTORIES[where] or frame.f_locals.get("job_dir_key")
+            directory = frame.f_locals.get("output_dir") or frame.f_locals.get("sweep_dir")
+        tb = tb.tb_next
+    if not isinstance(key, str) or key not in _EXAMPLE_DIRECTORY:
+        return None
+    why = exc.strerror or type(exc).__name__
+    if exc.filename is not None and str(exc.filename) != str(directory):
+        why += f" ({exc.filename})"
+    error = AllocationError(
+        f"Hydra cannot create the output directory {str(directory)!r}: {why}",
+        hint=f"set {key} to a directory that can be created, e.g. {key}={_EXAMPLE_DIRECTORY[key]}",
+    )
+    return f"error: invalid config\n{error}", EXIT_INVALID
 
 
 def parent_traversal_hint() -> str:

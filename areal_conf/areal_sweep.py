@@ -36,6 +36,7 @@ from typing import Any
 from areal_conf.areal_argv import AReaLCommand, parse_areal_command
 from areal_conf.areal_command import AREAL_CONFIG_SUFFIX, config_file, parse_overrides
 from areal_conf.errors import AllocationError
+from areal_conf.files import write_atomic
 from areal_conf.plan import Plan
 from areal_conf.process import run_forwarding
 from areal_conf.settings import Settings, in_force
@@ -50,6 +51,8 @@ _AREAL_LAUNCHER_KEYS = ("launcher", "dry_run", "on_invalid", "config_root", "_ta
 #: Signals that stop the whole sweep when they reach a job's driver: the user meant the
 #: sweep, not one run of it.
 _STOPPING = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM))
+#: What a sweep stopped so says it left undone (the exit status is 128 + the signal's).
+_NOT_STARTED_AFTER = "the running job was stopped; the jobs after it were not started"
 
 
 def is_hydra_option(override: str) -> bool:
@@ -86,13 +89,13 @@ class SweepJob:
         overrides = argv[len(argv) - len(hydra_cfg.overrides.task) :]
         out = Path(hydra_cfg.runtime.output_dir)
         plan = validate(cfg, settings=self.settings)
-        (out / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
-        script = out / COMMAND_FILE
-        script.write_text(
+        write_atomic(out / PLAN_FILE, json.dumps(plan.to_dict(), indent=2) + "\n")
+        write_atomic(
+            out / COMMAND_FILE,
             f"#!/bin/sh\n# job #{hydra_cfg.job.num} of an areal-conf sweep\n"
-            f"cd {shlex.quote(self.command.cwd)} && exec {shlex.join(argv)}\n"
+            f"cd {shlex.quote(self.command.cwd)} && exec {shlex.join(argv)}\n",
+            mode=0o755,
         )
-        script.chmod(0o755)
         record: dict[str, Any] = {
             "num": hydra_cfg.job.num,
             "command": argv,
@@ -107,10 +110,11 @@ class SweepJob:
         record["exit_status"] = finished.status
         record["signals"] = [signal.Signals(s).name for s in finished.received]
         _write_json(out / JOB_FILE, record)
-        if signal.SIGINT in finished.received:
-            raise KeyboardInterrupt
-        if any(s in _STOPPING for s in finished.received):
-            raise SystemExit(finished.status)
+        stopping = [s for s in finished.received if s in _STOPPING]
+        if stopping:
+            from areal_conf.app import Interrupted
+
+            raise Interrupted(stopping[0], _NOT_STARTED_AFTER)
         return finished.status
 
     def dry_run_detail(self, overrides: Sequence[str], plan: Plan) -> str:
@@ -282,7 +286,7 @@ def _relative(where: str) -> str:
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    write_atomic(path, json.dumps(record, indent=2) + "\n")
 
 
 def report_sweep_error(exc: BaseException) -> tuple[str, int] | None:

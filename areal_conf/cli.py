@@ -319,9 +319,6 @@ def _sweep(command: list[str], settings: Settings, dry_run: bool) -> int:
         return sweep_command(command, settings=settings, dry_run=dry_run)
     except AllocationError:
         raise
-    except KeyboardInterrupt:
-        print("sweep interrupted: the jobs after the running one were not started", file=sys.stderr)
-        return 130
     except Exception as exc:
         reported = report_sweep_error(exc)
         if reported is None:
@@ -721,19 +718,22 @@ def _schema(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from areal_conf.app import output_may_close
+    """Run the verb; its exit status: 2 with one message for an error areal-conf owns,
+    130 or 143 with one line when ``SIGINT`` or ``SIGTERM`` stops it (``SystemExit``)."""
+    from areal_conf.app import EXIT_INVALID, interruptible, output_may_close
 
     parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = parser.parse_args(_command_after_separator(parser, given))
-        with output_may_close():  # `... | head`: the verdict's status, not a broken pipe
-            status = args.run(args)
-        if isinstance(status, int):
-            return status
-    except AllocationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    with interruptible():
+        try:
+            args = parser.parse_args(_command_after_separator(parser, given))
+            with output_may_close():  # `... | head`: the verdict's status, not a broken pipe
+                status = args.run(args)
+            if isinstance(status, int):
+                return status
+        except AllocationError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_INVALID
     return 0
 
 

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "areal_conf.hardware",
         "areal_conf.roles",
         "areal_conf.progress",
+        "areal_conf.files",
         "areal_conf.areal_versions",
         "areal_conf.local_gpus",
         "areal_conf.fixes",

@@ -21,9 +21,10 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hydra.core.config_loader import ConfigLoader
 from hydra.core.plugins import Plugins
@@ -124,6 +125,36 @@ def launch(
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
 ) -> Sequence[JobReturn]:
+    """Validate the batch, then launch it (see the module's docstring). A ``SIGINT``
+    or ``SIGTERM`` meanwhile (``KeyboardInterrupt``) becomes ``areal_conf.app``'s
+    ``Interrupted``, saying how many jobs may have started."""
+    _SweepRecord.disarm()  # the sweeper saved its record before launching, if ever
+    try:
+        return _launch(launcher, job_overrides, initial_job_idx)
+    except KeyboardInterrupt as exc:
+        raise interrupted_sweep(exc, launcher.launched) from None
+
+
+def interrupted_sweep(exc: KeyboardInterrupt, launched: int) -> KeyboardInterrupt:
+    """What an interrupt of a sweep that had launched ``launched`` jobs says: a job's own
+    account (its driver got the signal) as it is, else whether any job was started."""
+    import signal
+
+    from areal_conf.app import NOTHING_STARTED, Interrupted
+
+    if isinstance(exc, Interrupted) and exc.what != NOTHING_STARTED:
+        return exc
+    signo = exc.signo if isinstance(exc, Interrupted) else signal.SIGINT
+    if not launched:
+        return Interrupted(signo, "no job of the sweep was started")
+    return Interrupted(signo, f"the sweep stopped with at most {launched} of its jobs started")
+
+
+def _launch(
+    launcher: AReaLLauncher,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> Sequence[JobReturn]:
     setup_globals()
     config = launcher.config
     hydra_context = launcher.hydra_context
@@ -214,6 +245,64 @@ def _checked_jobs(
     if any(job is None or job.overrides != list(o) for job, o in zip(jobs, batch, strict=True)):
         return None
     return [job for job in jobs if job is not None]
+
+
+# ------------------------------------------------------------------ the sweep's record
+
+#: The file Hydra's sweepers (the basic one and ``areal_layouts``, which inherits its
+#: loop) save the sweep's config to, in ``hydra.sweep.dir``.
+SWEEP_RECORD = "multirun.yaml"
+
+
+def write_sweep_record_atomically(config: DictConfig) -> None:
+    """Have the sweep's ``multirun.yaml`` written in one step (``write_atomic``).
+
+    ``BasicSweeper.sweep`` (Hydra 1.3 and 1.4 alike) saves it with
+    ``OmegaConf.save(config, sweep_dir / "multirun.yaml")``, which truncates the file
+    and writes it in place, inline in the sweep loop: no hook, option or config of Hydra
+    changes how. The sweeper sets this launcher up right before it saves the record, and
+    launches nothing before; so from here until that save (or this launcher's first
+    batch, whichever comes first) ``OmegaConf.save`` writes that one file through
+    :func:`~areal_conf.files.write_atomic`, with the same text, and is Hydra's own again
+    at once. Every other save goes to OmegaConf unchanged.
+    """
+    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir", default=None)
+    if isinstance(sweep_dir, str) and sweep_dir:
+        _SweepRecord.arm(os.path.abspath(os.path.join(sweep_dir, SWEEP_RECORD)))
+
+
+class _SweepRecord:
+    """``OmegaConf.save`` while the sweep's record is awaited (see above). OmegaConf's
+    own attribute is kept in a dict: a staticmethod kept as a class attribute here would
+    come back unwrapped."""
+
+    path: str | None = None
+    hydra_save: ClassVar[
+        dict[str, Any]
+    ] = {}  # "attribute": OmegaConf's staticmethod, while replaced
+
+    @classmethod
+    def arm(cls, path: str) -> None:
+        cls.disarm()
+        cls.path = path
+        cls.hydra_save["attribute"] = OmegaConf.__dict__["save"]
+        OmegaConf.save = staticmethod(cls.save)  # type: ignore[method-assign]
+
+    @classmethod
+    def disarm(cls) -> None:
+        if "attribute" in cls.hydra_save:
+            OmegaConf.save = cls.hydra_save.pop("attribute")  # type: ignore[method-assign]
+        cls.path = None
+
+    @classmethod
+    def save(cls, config: Any, f: Any, resolve: bool = False) -> None:
+        if not isinstance(f, (str, os.PathLike)) or os.path.abspath(f) != cls.path:
+            cls.hydra_save["attribute"].__func__(config, f, resolve)
+            return
+        cls.disarm()
+        from areal_conf.files import write_atomic
+
+        write_atomic(f, OmegaConf.to_yaml(config, resolve=resolve))
 
 
 # ------------------------------------------------------------------ invalid jobs

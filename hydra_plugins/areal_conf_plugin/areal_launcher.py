@@ -72,6 +72,7 @@ class AReaLLauncher(Launcher):
         from hydra_plugins.areal_conf_plugin import _core
 
         _core.install_loader(self, hydra_context)
+        _core.write_sweep_record_atomically(config)
 
     def expect_sweep(self, job_overrides: Sequence[Sequence[str]]) -> None:
         """Called by a sweeper that knows every job before the first batch (areal_layouts):
