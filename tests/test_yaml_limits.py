@@ -58,7 +58,7 @@ HOSTILE = [
         (
             # the bomb's keys join the base config's top-level mapping
             f"{base_values() + bomb_values():,} values once its aliases are expanded",
-            "limit of 100,000 values",
+            "limit of 50,000 values",
             "AREAL_CONF_YAML_MAX_NODES=",
         ),
     ),
