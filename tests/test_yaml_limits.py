@@ -9,6 +9,7 @@ gsm8k_grpo.yaml); each hostile file is it plus what the row adds, made in ``tmp_
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -63,6 +64,14 @@ HOSTILE = [
         ),
     ),
     Hostile(
+        "alias-bomb-5x9",  # 75,000 values: seconds to compose without the limits
+        lambda base: (base + alias_bomb(5)).encode(),
+        (
+            f"{base_values() + bomb_values(5):,} values once its aliases are expanded",
+            "AREAL_CONF_YAML_MAX_NODES=",
+        ),
+    ),
+    Hostile(
         "50-MB",
         lambda base: (base + "# padding\n" * 5_000_000).encode(),
         ("the file is 50,", "limit of 1,048,576 bytes", "AREAL_CONF_YAML_MAX_BYTES=50"),
@@ -81,6 +90,11 @@ HOSTILE = [
         "utf16-without-bom",
         lambda base: base.encode("utf-16-le"),
         ("NUL byte at line 1, column 2", "UTF-16 or UTF-32", "save the file as UTF-8"),
+    ),
+    Hostile(
+        "binary-file",
+        lambda base: bytes(range(256)) * 4,
+        ("NUL byte at line 1, column 1", "save the file as UTF-8"),
     ),
     Hostile(
         "sequence-10000-deep",
@@ -110,7 +124,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     real = OmegaConf.load
 
     def load(file: object) -> object:
-        loaded.append(str(getattr(file, "name", file)))
+        loaded.append(os.path.realpath(str(getattr(file, "name", file))))
         return real(file)  # type: ignore[arg-type]
 
     monkeypatch.setattr(OmegaConf, "load", staticmethod(load))
@@ -155,7 +169,7 @@ def test_a_hostile_yaml_is_one_message_before_omegaconf_builds_it(
     monkeypatch.chdir(tmp_path)
     status, _, err = cli(*IN_PROCESS[verb])
     assert_one_message(status, err, "cfg.yaml", row)
-    assert str(path) not in loads  # refused before anything built objects from it
+    assert os.path.realpath(path) not in loads  # refused before anything built from it
 
 
 @pytest.mark.parametrize("row", HOSTILE[:1] + HOSTILE[-1:], ids=["alias-bomb", "recursive"])
@@ -163,14 +177,14 @@ def test_a_hostile_file_in_the_defaults_list_is_refused_too(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loads: list[str], row: Hostile
 ) -> None:
     """Not only the primary config: every file Hydra loads for it."""
-    (tmp_path / "evil.yaml").write_bytes(row.content("") or b"{}")
+    (tmp_path / "evil.yaml").write_bytes(row.content(""))
     (tmp_path / "cfg.yaml").write_text(
         "defaults:\n  - evil@_global_\n  - _self_\n" + BASE.read_text()
     )
     monkeypatch.chdir(tmp_path)
     status, _, err = cli(*IN_PROCESS["check"])
     assert_one_message(status, err, "evil.yaml", row._replace(says=row.says[-1:]))
-    assert str(tmp_path / "evil.yaml") not in loads
+    assert os.path.realpath(tmp_path / "evil.yaml") not in loads
 
 
 @pytest.mark.e2e
@@ -256,16 +270,18 @@ def big_but_plain(tmp_path: Path) -> Path:
 
 
 def test_raising_the_size_limit_lets_a_big_file_through(
-    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loads: list[str]
 ) -> None:
-    big_but_plain(tmp_path)
+    path = big_but_plain(tmp_path)
     monkeypatch.chdir(tmp_path)
     status, _, err = cli(*IN_PROCESS["check"])
     assert status == 2 and "AREAL_CONF_YAML_MAX_BYTES=" in err
+    assert os.path.realpath(path) not in loads
     monkeypatch.setenv("AREAL_CONF_YAML_MAX_BYTES", str(2 * MiB))
     status, out, err = cli(*IN_PROCESS["check"])
     assert (status, err) == (0, "")
     assert "actor" in out
+    assert os.path.realpath(path) in loads  # what the hostile rows' `loads` would see
 
 
 @pytest.mark.parametrize(
