@@ -155,6 +155,11 @@ def _line_column(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset) + 1, len(before) + 1
 
 
+#: Where counting values stops: aliases of aliases double a count at every level, and a
+#: number of a few thousand digits is slow to add and cannot be printed.
+MANY: Final = 10**18
+
+
 class _Open:
     """A sequence or mapping whose end the pass has not reached yet."""
 
@@ -206,7 +211,7 @@ def _measure_events(
                 done[ended.anchor] = (ended.nodes, ended.height)
                 open_anchors[ended.anchor] -= 1
             if stack:
-                stack[-1].nodes += ended.nodes
+                stack[-1].nodes = min(stack[-1].nodes + ended.nodes, MANY)
                 stack[-1].height = max(stack[-1].height, ended.height + 1)
             continue
         if not isinstance(event, yaml.NodeEvent):
@@ -225,10 +230,10 @@ def _measure_events(
             size, height = 1, 0
             if event.anchor is not None:
                 done[event.anchor] = (1, 0)
-        nodes += size
+        nodes = min(nodes + size, MANY)
         depth = max(depth, len(stack) + height)
         if not isinstance(event, yaml.CollectionStartEvent) and stack:
-            stack[-1].nodes += size
+            stack[-1].nodes = min(stack[-1].nodes + size, MANY)
             stack[-1].height = max(stack[-1].height, height + 1)
         for limit, value in (("depth", depth), ("nodes", nodes)):
             if value > bound[limit] and limit not in where:
@@ -254,14 +259,19 @@ def _over(
     what was measured (``"values are nested"``), ``where`` is ``(mark, alias)`` of the
     event that first went over the limit."""
     spec = LIMITS[limit]
+    shown = f"{measured:,}" if measured < MANY else f"more than {MANY - 1:,}"
+    fix = (
+        f"if this file is meant to be read as it is, raise the limit: {spec.env}={measured}"
+        if measured < MANY
+        else "no limit reads it: write the values its aliases repeat fewer times"
+    )
     place = how = ""
     if where is not None:
         mark, alias = where
         how = " once its aliases are expanded" if alias else ""
         place = f" (over it from line {mark.line + 1}, column {mark.column + 1} on)"
     return UnreadableYaml(
-        f"cannot read {name}: {found} {measured:,} {spec.unit}{how}, over areal-conf's limit "
+        f"cannot read {name}: {found} {shown} {spec.unit}{how}, over areal-conf's limit "
         f"of {bound:,} {spec.unit} for a YAML config{place}",
-        hint="AReaL's configs stay far below it; if this file is meant to be read as it "
-        f"is, raise the limit: {spec.env}={measured}",
+        hint=f"AReaL's configs stay far below it; {fix}",
     )

@@ -304,6 +304,21 @@ def test_each_limit_is_raised_by_its_environment_variable(
     check_yaml_file(path)
 
 
+def test_aliases_that_multiply_without_end_are_counted_to_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2,000 levels of 8 aliases each (8^2000 values): counted up to 10^18, and said so."""
+    levels = ["a0: &a0 x"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 8) + "]" for i in range(1, 2001)]
+    path = tmp_path / "cfg.yaml"
+    path.write_text("\n".join(levels) + "\n")
+    monkeypatch.setenv("AREAL_CONF_YAML_MAX_DEPTH", "5000")
+    with pytest.raises(UnreadableYaml) as caught:
+        check_yaml_file(path, "cfg.yaml")
+    assert "holds more than 999,999,999,999,999,999 values" in str(caught.value)
+    assert "no limit reads it" in str(caught.value)
+
+
 @pytest.mark.parametrize("value", ["-1", "0", "1e6", "lots", "١٠٠"])
 @pytest.mark.parametrize("env", [limit.env for limit in LIMITS.values()])
 def test_a_limit_that_is_no_positive_whole_number_is_refused(
