@@ -14,7 +14,8 @@ left undone, and the status a shell gives a program the signal stopped, ``128 + 
 (130 for ``SIGINT``, 143 for ``SIGTERM``); never a traceback.
 
 This module imports no Hydra and no OmegaConf: it recognises their exceptions by the
-modules that define them, which are loaded whenever such an exception exists.
+modules that define them, which are loaded whenever such an exception exists, and puts
+areal-conf's YAML limits into Hydra's loading only when Hydra is loaded.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TextIO, TypeVar, cast
 
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey
 from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
+from areal_conf.yaml_limits import UnreadableYaml
 
 T = TypeVar("T")
 
@@ -135,6 +137,9 @@ def run_validated(
     * an OmegaConf error (an interpolation that does not resolve, a missing ``???``
       value): its key (or the override that introduced it), the value and a fix, exit 2;
     * a YAML file that does not parse: the file, line and column, exit 2;
+    * a YAML file over areal-conf's limits (size, nesting, values once aliases are
+      expanded) or not UTF-8: the file, the limit and how to raise it, exit 2 (every
+      file Hydra loads within the call is checked: :mod:`areal_conf.yaml_limits`);
     * any other error Hydra reports compactly: its message, exit 1, as Hydra does;
     * a closed stdout (``--help | head``): quietly, exit 1;
     * Hydra unable to create its output directory (``hydra.run.dir=/dev/null/x``): the
@@ -158,7 +163,8 @@ def run_validated(
     out = sys.stderr if stderr is None else stderr
     with interruptible(out):
         if os.environ.get(_FULL_ERROR) == "1":
-            return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
+            with _yaml_limits():
+                return main(*args, **kwargs)  # the user asked Hydra for full tracebacks
         return _reported(main, args, kwargs, argv, out)
 
 
@@ -169,7 +175,7 @@ def _reported(
     argv: Sequence[str] | None,
     out: TextIO,
 ) -> T:
-    with _hydra_reraises():
+    with _hydra_reraises(), _yaml_limits():
         try:
             with output_may_close():
                 return main(*args, **kwargs)
@@ -234,6 +240,8 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
         return f"error: invalid config\n{exc.for_override(override) if override else exc}", (
             EXIT_INVALID
         )
+    if isinstance(exc, UnreadableYaml):
+        return f"error: invalid config\n{exc}", EXIT_INVALID
     if isinstance(exc, AllocationError):
         return f"error: invalid allocation\n{exc}", EXIT_INVALID
     if _is_compact_hydra_error(exc):
@@ -369,6 +377,17 @@ def _is_compact_hydra_error(exc: object) -> bool:
 
 def _is_omegaconf_error(exc: object) -> bool:
     return _defined_in(exc, "omegaconf.errors", "OmegaConfBaseException")
+
+
+def _yaml_limits() -> AbstractContextManager[None]:
+    """Every YAML file Hydra loads within the block is checked against areal-conf's
+    limits first (:mod:`areal_conf.hydra_files`); nothing to do, and no Hydra imported,
+    for an application that has not loaded Hydra."""
+    if "hydra" not in sys.modules:
+        return nullcontext()
+    from areal_conf.hydra_files import checked_yaml_files
+
+    return checked_yaml_files()
 
 
 @contextmanager

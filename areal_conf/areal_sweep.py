@@ -219,18 +219,22 @@ def _multirun(path: Path, job: SweepJob, overrides: list[str], name: str) -> Any
     from hydra.core.global_hydra import GlobalHydra
 
     from areal_conf.hydra_compat import VERSION_BASE
+    from areal_conf.hydra_files import checked_yaml_files
 
     if "version_base" in VERSION_BASE:
         version.setbase(VERSION_BASE["version_base"])
     GlobalHydra.instance().clear()
     search_path = create_config_search_path(str(path.resolve().parent))
-    hydra = Hydra.create_main_hydra2(task_name=name, config_search_path=search_path)
     try:
-        return hydra.multirun(
-            config_name=path.name.split(AREAL_CONFIG_SUFFIX)[0],
-            task_function=job,
-            overrides=[*overrides, "hydra.mode=MULTIRUN"],
-        )
+        # Hydra makes its config sources with its loader: every file the sweep and its
+        # jobs load is within areal-conf's YAML limits.
+        with checked_yaml_files():
+            hydra = Hydra.create_main_hydra2(task_name=name, config_search_path=search_path)
+            return hydra.multirun(
+                config_name=path.name.split(AREAL_CONFIG_SUFFIX)[0],
+                task_function=job,
+                overrides=[*overrides, "hydra.mode=MULTIRUN"],
+            )
     finally:
         GlobalHydra.instance().clear()
 

@@ -61,7 +61,8 @@ def compose_file(
     areal_version: str | None = None,
 ) -> object:
     """Compose ``config_name`` from the directory of ``path`` (the file that name should
-    find) with Hydra's compose API; Hydra's refusals and a YAML that does not parse are
+    find) with Hydra's compose API, every file it loads within areal-conf's limits
+    (:mod:`areal_conf.yaml_limits`); Hydra's refusals and a YAML that does not parse are
     one ``AllocationError`` about the file (named ``shown``, by default ``path``). An
     override of a key the config lacks is an :class:`~areal_conf.known_keys.UnknownKey`
     whose fix knows AReaL's keys (of ``areal_version``: see ``choose_rules``)."""
@@ -70,9 +71,13 @@ def compose_file(
     from omegaconf.errors import OmegaConfBaseException
 
     from areal_conf.hydra_compat import VERSION_BASE
+    from areal_conf.hydra_files import checked_yaml_files
 
     try:
-        with initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE):
+        with (
+            checked_yaml_files(),
+            initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE),
+        ):
             return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
         override = refused_override(str(err), overrides)

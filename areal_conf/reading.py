@@ -170,6 +170,14 @@ def is_yaml_error(err: BaseException) -> bool:
     )
 
 
+def file_shown(name: str) -> str:
+    """A file's name as messages show it: relative to the working directory when it is
+    below it (as the user wrote it, most of the time), else as given."""
+    if os.path.isabs(name) and not os.path.relpath(name).startswith(".."):
+        return os.path.relpath(name)
+    return name
+
+
 def unparsable_yaml(
     err: BaseException, path: object = None, shown: str | None = None
 ) -> AllocationError:
@@ -184,8 +192,8 @@ def unparsable_yaml(
         and os.path.realpath(name) == os.path.realpath(str(path))
     ):
         name = shown
-    elif os.path.isabs(name) and not os.path.relpath(name).startswith(".."):
-        name = os.path.relpath(name)  # as the user wrote it, most of the time
+    else:
+        name = file_shown(name)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
     problem = getattr(err, "problem", None) or str(err).split("\n")[0]
     context, start = getattr(err, "context", None), getattr(err, "context_mark", None)
