@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey, refused_override
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
-from areal_conf.reading import is_yaml_error, unparsable_yaml
+from areal_conf.reading import is_mapping, is_yaml_error, unparsable_yaml
 from areal_conf.report import allocation_report, plan_report
 from areal_conf.settings import Settings
 
@@ -95,7 +96,42 @@ def compose_file(
     except Exception as err:
         if is_yaml_error(err):
             raise unparsable_yaml(err, path, shown) from None
+        if overrides and isinstance(err, ValueError | TypeError | KeyError | IndexError):
+            # OmegaConf.update under a value that is no section (`scheduler: [local]`
+            # with scheduler.type=local) fails with Python's own error.
+            raise _under_a_value(path, config_name, overrides, shown or str(path)) from err
         raise
+
+
+def _under_a_value(path: Path, name: str, overrides: Sequence[str], shown: str) -> AllocationError:
+    """An override that sets a key under a value of the config that is not a section:
+    the override, the value and the fix (replace the value: ``~parent ++key=value``)."""
+    try:
+        composed: Any = compose_file(path, name, ())
+    except AllocationError as err:
+        return err
+    for override in overrides:
+        key, sep, value = override.lstrip("+~").partition("=")
+        parts = key.split(".")
+        node = composed
+        for depth, part in enumerate(parts[:-1]):
+            node = node.get(part) if is_mapping(node) else None
+            if node is not None and not is_mapping(node):
+                parent = ".".join(parts[: depth + 1])
+                return AllocationError(
+                    f"{override}: {parent} is {node!r} in {shown}, not a section, so {key} "
+                    "cannot be set under it",
+                    None,
+                    None,
+                    hint=f"write {parent} as a section in {shown}, or replace it: "
+                    f"~{parent} ++{key}={value if sep else '<value>'}",
+                )
+    return AllocationError(
+        f"cannot compose {shown} with the overrides {' '.join(overrides)}",
+        None,
+        None,
+        hint="check that each override's key is under a section of the config",
+    )
 
 
 def _no_such_key(
