@@ -76,6 +76,11 @@ def compose_file(
         with initialize_config_dir(config_dir=str(path.resolve().parent), **VERSION_BASE):
             return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
+        from areal_conf.app import typed_value_error
+
+        typed = typed_value_error(err)
+        if typed is not None:  # a value a typed config (areal_schema) refused
+            raise _checked_against_the_rest(path, config_name, overrides, typed) from None
         override = refused_override(str(err), overrides)
         if override is not None:
             raise _no_such_key(
@@ -103,6 +108,22 @@ def compose_file(
         raise
 
 
+def _checked_against_the_rest(
+    path: Path, name: str, overrides: Sequence[str], error: AllocationError
+) -> AllocationError:
+    """``error`` (about the override of ``error.key``) with its fixes checked on the
+    config composed with the other overrides; as it is when that does not compose."""
+    from areal_conf.validation import checked_fix
+
+    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != error.key]
+    if len(rest) == len(overrides):
+        return error  # the value is in the file, not in an override
+    try:
+        return checked_fix(compose_file(path, name, rest), error)
+    except AllocationError:
+        return error
+
+
 def _under_a_value(path: Path, name: str, overrides: Sequence[str], shown: str) -> AllocationError:
     """An override that sets a key under a value of the config that is not a section:
     the override, the value and the fix (replace the value: ``~parent ++key=value``)."""
@@ -123,8 +144,8 @@ def _under_a_value(path: Path, name: str, overrides: Sequence[str], shown: str) 
                     "cannot be set under it",
                     None,
                     None,
-                    hint=f"write {parent} as a section in {shown}, or replace it: "
-                    f"~{parent} ++{key}={value if sep else '<value>'}",
+                    hint=f"replace it: ~{parent} ++{key}={value if sep else '<value>'}, "
+                    f"or write {parent} as a section in {shown}",
                 )
     return AllocationError(
         f"cannot compose {shown} with the overrides {' '.join(overrides)}",
@@ -193,12 +214,15 @@ def explain_specs(
     ``allocation_mode`` syntax is an error whose fix is written for ``areal_version``'s
     rules (by default the rules in force)."""
     from areal_conf.areal_versions import teacher_layout
+    from areal_conf.backends import MAX_SIZE
     from areal_conf.parser import parse_backend
 
+    total = (n_nodes or 1) * (n_gpus_per_node or 8)
     for flag, value in (("--nodes", n_nodes), ("--gpus-per-node", n_gpus_per_node)):
-        if value is not None and value < 1:
+        if value is not None and (value < 1 or total > MAX_SIZE):
             raise AllocationError(
-                f"{flag} must be a positive whole number, got {value}",
+                f"{flag} must be a positive whole number, at most {MAX_SIZE:,} GPUs "
+                f"(2**20) in all, got {value}",
                 None,
                 None,
                 hint=f"e.g. {flag} {2 if flag == '--nodes' else 8}",
