@@ -172,12 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument(
         "--nodes",
-        type=_whole(1, MAX_SIZE, "--nodes 2"),
+        type=int,
         help="place each backend string alone on this many nodes (GPU map)",
     )
     explain.add_argument(
         "--gpus-per-node",
-        type=_whole(1, MAX_SIZE, "--gpus-per-node 8"),
+        type=int,
         help="GPUs per node for --nodes (default 8)",
     )
     _add_model_option(
@@ -393,7 +393,7 @@ def _add_layouts_command(commands: Any) -> None:
     parser.add_argument("backend", help=f"backend name: {names}")
     parser.add_argument(
         "--gpus",
-        type=_whole(1, MAX_SIZE, "--gpus 8"),
+        type=int,  # its range is layouts()'s (all_layouts.py)
         required=True,
         help="the engine's world size (dp×tp×pp×cp)",
     )
@@ -426,13 +426,13 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--top",
-        type=_whole(1, None, "--top 5"),
+        type=int,
         metavar="K",
         help="with --rank: keep the K predicted fastest",
     )
     parser.add_argument(
         "--tokens-per-step",
-        type=_whole(1, _MOST_TOKENS, "--tokens-per-step 1048576"),
+        type=int,
         default=_RANK_TOKENS_PER_STEP,
         metavar="N",
         help="with --rank: tokens of one optimizer step over all data-parallel ranks "
@@ -440,7 +440,7 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--concurrent",
-        type=_whole(1, _MOST_TOKENS, "--concurrent 256"),
+        type=int,
         default=_RANK_CONCURRENT,
         metavar="N",
         help="with --rank of sglang or vllm: sequences generated at once "
@@ -448,7 +448,7 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--context-tokens",
-        type=_whole(1, _MOST_TOKENS, "--context-tokens 4096"),
+        type=int,
         metavar="N",
         help="with --rank of sglang or vllm: mean tokens of context a decode step attends "
         "to (default: half the model's max_seq_len, else 4096)",
@@ -520,7 +520,15 @@ def _whole(least: int, most: int | None, example: str) -> Callable[[str], int]:
 def _max_tp_arg(text: str) -> int | None:
     if text.strip().lower() == "none":
         return None
-    return _whole(1, MAX_SIZE, "--max-tp 8, or --max-tp none for no cap")(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'none', at most {MAX_SIZE:,}, got {text!r}"
+        )
+    return value
 
 
 def _layouts(args: argparse.Namespace) -> None:
@@ -716,7 +724,7 @@ def _add_suggest_command(commands: Any) -> None:
     parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML")
     parser.add_argument(
         "--top",
-        type=_whole(1, None, "--top 3"),
+        type=int,
         default=3,
         metavar="K",
         help="layouts to show per engine (default 3)",

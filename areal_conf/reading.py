@@ -306,10 +306,11 @@ def _int(
 
 
 def _number(
-    section: Any, key: str, where: str, *, least: float = 0.0, most: float = math.inf
+    section: Any, key: str, where: str, *, least: float = -math.inf, most: float = math.inf
 ) -> int | float | None:
     """A number from ``least`` to ``most`` as written (an int stays an int, so messages
-    quote it as written); NaN and infinities are no numbers here."""
+    quote it as written); NaN and infinities are no numbers here. (``actor.kl_ctl`` has
+    no bound: AReaL reads a negative one as no KL penalty, rl_trainer.py:205.)"""
     value = read_value(section, key, where, None)
     if value is None:
         return None
@@ -319,7 +320,9 @@ def _number(
         or not least <= value <= most
         or not math.isfinite(value)
     ):
-        bounds = f" from {least:g}" + (f" to {most:g}" if most < math.inf else "")
+        bounds = (f" from {least:g}" if least > -math.inf else "") + (
+            f" to {most:g}" if most < math.inf else ""
+        )
         raise AllocationError(
             f"{where}: must be a number{bounds}, got {value!r}",
             None,
