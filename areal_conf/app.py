@@ -20,13 +20,14 @@ areal-conf's YAML limits into Hydra's loading only when Hydra is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, TextIO, TypeVar, cast
+from typing import Any, Final, TextIO, TypeVar, cast
 
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey
@@ -244,10 +245,14 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
         return f"error: invalid config\n{exc}", EXIT_INVALID
     if isinstance(exc, AllocationError):
         return f"error: invalid allocation\n{exc}", EXIT_INVALID
+    typed = typed_value_error(exc)
+    if typed is not None:
+        return f"error: invalid config\n{typed}", EXIT_INVALID
     if _is_compact_hydra_error(exc):
         text = str(exc)
         if isinstance(exc.__cause__, AllocationError):
-            return text, EXIT_INVALID  # the areal launcher's list of invalid jobs
+            # the areal launcher's list of invalid jobs, the layouts sweeper's refusals
+            return (text if "error:" in text else f"error: {text}"), EXIT_INVALID
         if _is_omegaconf_error(exc.__cause__):
             text += "\n" + str(exc.__cause__)
         if _PARENT_TRAVERSAL in text:
@@ -296,6 +301,50 @@ def _output_directory_message(exc: OSError) -> tuple[str, int] | None:
         hint=f"set {key} to a directory that can be created, e.g. {key}={_EXAMPLE_DIRECTORY[key]}",
     )
     return f"error: invalid config\n{error}", EXIT_INVALID
+
+
+def typed_value_error(exc: BaseException) -> AllocationError | None:
+    """A value that a typed config (``areal_schema``, the sweeper's and the launcher's
+    configs) refused while Hydra composed it, from an override (``cluster.n_nodes=inf``,
+    ``hydra.sweeper.fits=maybe``) or a file: the key, the value and a fix. The message is
+    the one areal-conf's readers give the value (:func:`areal_conf.validation.value_error`),
+    else the type the key takes and its default, from the config's dataclass."""
+    found = next((e for e in _chain(exc) if _defined_in(e, _OMEGACONF, "ValidationError")), None)
+    key = getattr(found, "full_key", None)
+    if found is None or not key or not isinstance(key, str):
+        return None
+    from areal_conf.validation import value_error
+
+    value = getattr(found, "value", None)
+    error = value_error(key, value)
+    if error is not None:
+        return error
+    reason = str(getattr(found, "msg", "") or found).split("\n")[0]
+    owner, field_name = getattr(found, "object_type", None), key.rpartition(".")[2]
+    fields = (
+        {f.name: f for f in dataclasses.fields(cast(Any, owner))} if _is_dataclass(owner) else {}
+    )
+    default = fields[field_name].default if field_name in fields else dataclasses.MISSING
+    if default is dataclasses.MISSING or isinstance(default, dict | list):
+        hint = f"give {key} a value of its type, or leave it out"
+    else:
+        hint = f"e.g. {key}={_as_override(default)} (its default)"
+    error = AllocationError(f"{key}: {reason}", value, None, hint=hint)
+    error.key = key
+    return error
+
+
+def _is_dataclass(kind: object) -> bool:
+    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
+
+
+def _as_override(value: object) -> str:
+    """A value as a Hydra override writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def parent_traversal_hint() -> str:
@@ -375,8 +424,11 @@ def _is_compact_hydra_error(exc: object) -> bool:
     return _defined_in(exc, "hydra.errors", "CompactHydraException")
 
 
+_OMEGACONF: Final = "omegaconf.errors"
+
+
 def _is_omegaconf_error(exc: object) -> bool:
-    return _defined_in(exc, "omegaconf.errors", "OmegaConfBaseException")
+    return _defined_in(exc, _OMEGACONF, "OmegaConfBaseException")
 
 
 def _yaml_limits() -> AbstractContextManager[None]:

@@ -8,11 +8,11 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from areal_conf.all_layouts import layouts
-from areal_conf.backends import BACKENDS, join_or
+from areal_conf.backends import BACKENDS, MAX_SIZE, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.explain import explain_config, explain_specs
 from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
@@ -22,11 +22,20 @@ from areal_conf.overrides import shell_sweep_override
 from areal_conf.report import columns, decode_rows, memory_text, plan_report, ranked_layout_rows
 from areal_conf.roles import ROLE_NAMES
 from areal_conf.settings import Settings, from_environment, positive_gb
-from areal_conf.sweeps import check_engine_kind, default_engine, fitting_layouts, parse_model_args
+from areal_conf.sweeps import (
+    check_engine_kind,
+    check_engine_name,
+    default_engine,
+    fitting_layouts,
+    parse_model_args,
+)
 
 _LAYOUTS_MAX_TP = 8  # the typical GPUs per node
 _RANK_TOKENS_PER_STEP = 1 << 20
 _RANK_CONCURRENT = 256
+#: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
+#: every estimate stays a finite float.
+_MOST_TOKENS = 2**40
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -162,9 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--order", default="tp-cp-ep-dp-pp", help="Megatron rank order (default tp-cp-ep-dp-pp)"
     )
     explain.add_argument(
-        "--nodes", type=int, help="place each backend string alone on this many nodes (GPU map)"
+        "--nodes",
+        type=int,
+        help="place each backend string alone on this many nodes (GPU map)",
     )
-    explain.add_argument("--gpus-per-node", type=int, help="GPUs per node for --nodes (default 8)")
+    explain.add_argument(
+        "--gpus-per-node",
+        type=int,
+        help="GPUs per node for --nodes (default 8)",
+    )
     _add_model_option(
         explain,
         "with --config: the model's shape for the layout and memory checks, e.g. "
@@ -374,7 +389,10 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument("backend", help=f"backend name: {names}")
     parser.add_argument(
-        "--gpus", type=int, required=True, help="the engine's world size (dp×tp×pp×cp)"
+        "--gpus",
+        type=int,  # its range is layouts()'s (all_layouts.py)
+        required=True,
+        help="the engine's world size (dp×tp×pp×cp)",
     )
     _add_model_option(
         parser,
@@ -404,7 +422,10 @@ def _add_layouts_command(commands: Any) -> None:
         "last (--fits leaves them out); needs the model shape (--model)",
     )
     parser.add_argument(
-        "--top", type=int, metavar="K", help="with --rank: keep the K predicted fastest"
+        "--top",
+        type=int,
+        metavar="K",
+        help="with --rank: keep the K predicted fastest",
     )
     parser.add_argument(
         "--tokens-per-step",
@@ -437,7 +458,7 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--max-tokens-per-mb",
-        type=int,
+        type=_whole(1, _MOST_TOKENS, "--max-tokens-per-mb 16384"),
         metavar="N",
         help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
         "sequence of the model's max_seq_len",
@@ -472,6 +493,27 @@ def _add_layouts_command(commands: Any) -> None:
     parser.set_defaults(run=_layouts)
 
 
+def _whole(least: int, most: int | None, example: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``least`` (to ``most``); anything else
+    (``-1``, ``nan``, ``1e9``, ``2**64``) is argparse's usage error (exit 2), with
+    ``example`` as the fix."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""), 10)
+        except ValueError:
+            value = None
+        if value is None or value < least or (most is not None and value > most):
+            upto = "" if most is None else f" to {most:,}"
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number from {least:,}{upto}, got {text!r} (e.g. {example})"
+            )
+        return value
+
+    whole.__name__ = "int"
+    return whole
+
+
 def _max_tp_arg(text: str) -> int | None:
     if text.strip().lower() == "none":
         return None
@@ -479,14 +521,17 @@ def _max_tp_arg(text: str) -> int | None:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'none', got {text!r}")
+    if not 1 <= value <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'none', at most {MAX_SIZE:,}, got {text!r}"
+        )
     return value
 
 
 def _layouts(args: argparse.Namespace) -> None:
     model = merge_model(None, None, parse_model_args(args.model), "--model")
     engine = args.engine or default_engine(args.backend)
+    check_engine_name(engine)
     check_engine_kind(engine, args.backend)
     if (args.top is not None or args.plot) and not args.rank:
         raise AllocationError(
@@ -675,7 +720,11 @@ def _add_suggest_command(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML")
     parser.add_argument(
-        "--top", type=int, default=3, metavar="K", help="layouts to show per engine (default 3)"
+        "--top",
+        type=int,
+        default=3,
+        metavar="K",
+        help="layouts to show per engine (default 3)",
     )
     parser.add_argument(
         "--gpu-memory-gb",
@@ -703,7 +752,7 @@ def _add_suggest_command(commands: Any) -> None:
 def _add_mean_response_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mean-response-tokens",
-        type=int,
+        type=_whole(1, _MOST_TOKENS, "--mean-response-tokens 2048"),
         metavar="N",
         help="the mean response length the predicted step time assumes (default: half of "
         "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",

@@ -78,6 +78,7 @@ class Names:
 
 
 AtLeastOne = Keywords(minimum=1)
+StringOrNull = Keywords(anyOf=[{"type": "string"}, {"type": "null"}])
 
 
 # ------------------------------------------------------------------ the dataclasses
@@ -110,7 +111,10 @@ class EngineConfig:
 
     # The JSON Schema describes `backend` per role (what an empty one means, which
     # backends), from the role table.
-    backend: str | None = None  # null: not given (with nothing else set: no engine)
+    # Typed Any, not str: OmegaConf would turn `backend: 8.5` or `backend: 8` into the
+    # string "8.5"; areal-conf reads the value as written and names what it found. For
+    # editors the JSON Schema still says string or null.
+    backend: Annotated[Any, StringOrNull] = None  # null: not given (nothing else set: no engine)
     scheduling_strategy: SchedulingStrategy = field(default_factory=SchedulingStrategy)
     allocation: Any = ALLOCATION_NODE  # resolved when read, never at composition
     """Computed: the ${areal.allocation:} resolver expands the engine's backend into

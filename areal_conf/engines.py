@@ -30,7 +30,7 @@ from areal_conf.allocation import ModelAllocation
 from areal_conf.areal_versions import AReaLVersion
 from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
-from areal_conf.parser import parse_backend
+from areal_conf.parser import not_a_backend_string, parse_backend
 from areal_conf.plan import EnginePlan
 from areal_conf.reading import EngineSection, RunConfig
 from areal_conf.roles import (
@@ -119,8 +119,11 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
             f"{key}: {reason}",
             "",
             None,
-            hint=f"set one, e.g. {key}={example}, or remove the {engine.section} section",
+            hint=f"e.g. {key}={example} (set one), or remove the {engine.section} section",
         )
+    if not isinstance(written, str):
+        kind = engine.row.kind if engine.row is not None else None
+        raise not_a_backend_string(written, where, example_backend(name, kind))
     try:
         alloc = parse_backend(written, teacher_layout=run.rules.teacher_layout)
     except AllocationError as err:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey, refused_override
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
-from areal_conf.reading import is_yaml_error, unparsable_yaml
+from areal_conf.reading import is_mapping, is_yaml_error, unparsable_yaml
 from areal_conf.report import allocation_report, plan_report
 from areal_conf.settings import Settings
 
@@ -80,6 +81,11 @@ def compose_file(
         ):
             return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
+        from areal_conf.app import typed_value_error
+
+        typed = typed_value_error(err)
+        if typed is not None:  # a value a typed config (areal_schema) refused
+            raise _checked_against_the_rest(path, config_name, overrides, typed) from None
         override = refused_override(str(err), overrides)
         if override is not None:
             raise _no_such_key(
@@ -100,7 +106,58 @@ def compose_file(
     except Exception as err:
         if is_yaml_error(err):
             raise unparsable_yaml(err, path, shown) from None
+        if overrides and isinstance(err, ValueError | TypeError | KeyError | IndexError):
+            # OmegaConf.update under a value that is no section (`scheduler: [local]`
+            # with scheduler.type=local) fails with Python's own error.
+            raise _under_a_value(path, config_name, overrides, shown or str(path)) from err
         raise
+
+
+def _checked_against_the_rest(
+    path: Path, name: str, overrides: Sequence[str], error: AllocationError
+) -> AllocationError:
+    """``error`` (about the override of ``error.key``) with its fixes checked on the
+    config composed with the other overrides; as it is when that does not compose."""
+    from areal_conf.validation import checked_fix
+
+    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != error.key]
+    if len(rest) == len(overrides):
+        return error  # the value is in the file, not in an override
+    try:
+        return checked_fix(compose_file(path, name, rest), error)
+    except AllocationError:
+        return error
+
+
+def _under_a_value(path: Path, name: str, overrides: Sequence[str], shown: str) -> AllocationError:
+    """An override that sets a key under a value of the config that is not a section:
+    the override, the value and the fix (replace the value: ``~parent ++key=value``)."""
+    try:
+        composed: Any = compose_file(path, name, ())
+    except AllocationError as err:
+        return err
+    for override in overrides:
+        key, sep, value = override.lstrip("+~").partition("=")
+        parts = key.split(".")
+        node = composed
+        for depth, part in enumerate(parts[:-1]):
+            node = node.get(part) if is_mapping(node) else None
+            if node is not None and not is_mapping(node):
+                parent = ".".join(parts[: depth + 1])
+                return AllocationError(
+                    f"{override}: {parent} is {node!r} in {shown}, not a section, so {key} "
+                    "cannot be set under it",
+                    None,
+                    None,
+                    hint=f"replace it: ~{parent} ++{key}={value if sep else '<value>'}, "
+                    f"or write {parent} as a section in {shown}",
+                )
+    return AllocationError(
+        f"cannot compose {shown} with the overrides {' '.join(overrides)}",
+        None,
+        None,
+        hint="check that each override's key is under a section of the config",
+    )
 
 
 def _no_such_key(
@@ -162,12 +219,15 @@ def explain_specs(
     ``allocation_mode`` syntax is an error whose fix is written for ``areal_version``'s
     rules (by default the rules in force)."""
     from areal_conf.areal_versions import teacher_layout
+    from areal_conf.backends import MAX_SIZE
     from areal_conf.parser import parse_backend
 
+    total = (n_nodes or 1) * (n_gpus_per_node or 8)
     for flag, value in (("--nodes", n_nodes), ("--gpus-per-node", n_gpus_per_node)):
-        if value is not None and value < 1:
+        if value is not None and (value < 1 or total > MAX_SIZE):
             raise AllocationError(
-                f"{flag} must be a positive whole number, got {value}",
+                f"{flag} must be a positive whole number, at most {MAX_SIZE:,} GPUs "
+                f"(2**20) in all, got {value}",
                 None,
                 None,
                 hint=f"e.g. {flag} {2 if flag == '--nodes' else 8}",

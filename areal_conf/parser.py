@@ -7,6 +7,8 @@ per-engine overrides that replace it, from :mod:`areal_conf.legacy`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from areal_conf.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
@@ -75,9 +77,36 @@ def _with_translation(err: LegacySyntax, teacher_layout: str | None) -> Allocati
 
 
 def _not_a_string(spec: object) -> AllocationError:
-    kind = type(spec).__name__
-    if isinstance(spec, int) and not isinstance(spec, bool):
-        hint = f'quote it and name the backend, e.g. backend: "fsdp:d{spec}"'
+    return not_a_backend_string(spec)
+
+
+def not_a_backend_string(
+    spec: object, key: str | None = None, example: str = "fsdp:d8"
+) -> AllocationError:
+    """The error for a backend that is not a string (a number, a list, a section, true,
+    null where a backend is needed): what was found and, with the config ``key`` it came
+    from, the override that writes a backend string there (``example``)."""
+    if isinstance(spec, bool):
+        found = f"{str(spec).lower()} (a boolean)"
+    elif isinstance(spec, int | float):
+        found = f"a number ({type(spec).__name__})"
+    elif spec is None:
+        found = "null"
+    elif isinstance(spec, Mapping):
+        found = "a section"
+    elif isinstance(spec, Sequence) and not isinstance(spec, str | bytes):
+        found = "a list"
     else:
-        hint = 'write a string such as "fsdp:d8" or "sglang:d2t4"'
-    return AllocationError(f"backend must be a string, got {kind}", spec, None, hint=hint)
+        found = type(spec).__name__
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec > 0:
+        example = f"{example.partition(':')[0]}:d{spec}"  # "8" meant 8 GPUs, most likely
+    where = f"{key}: " if key else ""
+    fix = f"{key}={example}" if key else f'backend: "{example}"'
+    error = AllocationError(
+        f"{where}backend must be a string, got {found}",
+        spec,
+        None,
+        hint=f"e.g. {fix} (a backend string)",
+    )
+    error.key = key
+    return error

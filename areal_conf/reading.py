@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,7 +50,7 @@ TEACHER_KEYS: Final = (
     "distill_loss_weight",
 )
 #: Top-level sections that hold keys, not engines, even when they have a ``backend``.
-_NOT_ENGINES: Final = frozenset({"cluster", "scheduler", "model", "hydra"})
+NOT_ENGINES: Final = frozenset({"cluster", "scheduler", "model", "hydra"})
 
 
 # --------------------------------------------------------------------- raw access
@@ -293,15 +294,18 @@ def _bool(section: Any, key: str, where: str, default: bool) -> bool:
     return value
 
 
-def _int(section: Any, key: str, where: str, default: int | None, example: int) -> int | None:
+def _int(
+    section: Any, key: str, where: str, default: int | None, example: int, least: int = 1
+) -> int | None:
+    """A whole number from ``least`` (None: absent, then ``default``)."""
     value = read_value(section, key, where, None)
     if value is None:
         return default
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
         value = int(value)  # as AReaL's typed loader converts it
-    if type(value) is not int:
+    if type(value) is not int or value < least:
         raise AllocationError(
-            f"{where}: must be a whole number, got {value!r}",
+            f"{where}: must be a whole number from {least}, got {value!r}",
             None,
             None,
             hint=f"e.g. {where}={example}",
@@ -309,14 +313,26 @@ def _int(section: Any, key: str, where: str, default: int | None, example: int) 
     return value
 
 
-def _number(section: Any, key: str, where: str) -> int | float | None:
-    """A number as written (an int stays an int, so messages quote it as written)."""
+def _number(
+    section: Any, key: str, where: str, *, least: float = -math.inf, most: float = math.inf
+) -> int | float | None:
+    """A number from ``least`` to ``most`` as written (an int stays an int, so messages
+    quote it as written); NaN and infinities are no numbers here. (``actor.kl_ctl`` has
+    no bound: AReaL reads a negative one as no KL penalty, rl_trainer.py:205.)"""
     value = read_value(section, key, where, None)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not least <= value <= most
+        or not math.isfinite(value)
+    ):
+        bounds = (f" from {least:g}" if least > -math.inf else "") + (
+            f" to {most:g}" if most < math.inf else ""
+        )
         raise AllocationError(
-            f"{where}: must be a number, got {value!r}",
+            f"{where}: must be a number{bounds}, got {value!r}",
             None,
             None,
             hint=f"e.g. {where}=0.0 (no ref model) or {where}=0.1"
@@ -675,7 +691,7 @@ def _engine_sections(
                 )
             yield name, read_engine(value, name, name, rules.rows(name)[0], rules)
             continue
-        if name in _NOT_ENGINES:
+        if name in NOT_ENGINES:
             continue
         node = get_node(name) if get_node is not None else cfg[name]
         if is_mapping(node) and _has(node, "backend"):
@@ -780,7 +796,12 @@ def read_engine(
             d["weight_update_delta_method"],
         ),
         weight_update_anchor_interval=_int(
-            node, "weight_update_anchor_interval", at("weight_update_anchor_interval"), 0, 20
+            node,
+            "weight_update_anchor_interval",
+            at("weight_update_anchor_interval"),
+            0,
+            20,
+            least=0,
         )
         or 0,
         use_lora=_bool(node, "use_lora", at("use_lora"), False),
@@ -804,7 +825,7 @@ def read_engine(
         ),
         consumer_batch_size=_int(node, "consumer_batch_size", at("consumer_batch_size"), None, 256),
         max_head_offpolicyness=_int(
-            node, "max_head_offpolicyness", at("max_head_offpolicyness"), 0, 2
+            node, "max_head_offpolicyness", at("max_head_offpolicyness"), 0, 2, least=0
         )
         or 0,
     )
@@ -904,7 +925,8 @@ def _read_workload(cfg: Any) -> Workload:
         node = read_value(cfg, server, server)
         if not is_mapping(node):
             continue
-        fraction = _number(node, key, f"{server}.{key}")
+        # a fraction of the GPU's memory (AReaL passes it to the server as written)
+        fraction = _number(node, key, f"{server}.{key}", least=0.0, most=1.0)
         if fraction is not None:
             fractions[server] = float(fraction)
         dtype = read_value(node, "dtype", f"{server}.dtype")
@@ -990,7 +1012,7 @@ def has_engines(cfg: Any) -> bool:
         return True
     get_node = getattr(cfg, "_get_node", None)
     for name in keys:
-        if name in _NOT_ENGINES:
+        if name in NOT_ENGINES:
             continue
         try:
             node = get_node(name) if get_node is not None else cfg[name]

@@ -20,6 +20,7 @@ adds the shell quoting (the rules are :func:`areal_conf.overrides.format_overrid
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -116,6 +117,44 @@ def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> Non
         length=len(backend),
         hint=f"use {join_or(list(choices))} for {engine}, or give {backend} to {join_or(others)}",
     )
+
+
+_ENGINE_NAME: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def check_engine_name(engine: str, where: str = "--engine") -> None:
+    """An engine's name is a role or another section of AReaL's config that can hold an
+    engine (a dotted config key, e.g. ``teacher.train`` or a driver's ``judge``); a
+    section that holds no engine (``gconfig``, ``cluster``) or a name that is no config
+    key is an AllocationError naming ``where``."""
+    if engine in ROLE:
+        return
+    if _ENGINE_NAME.fullmatch(engine) is None:
+        what = "is no config key"
+    elif _holds_no_engine(engine.split(".")[0]):
+        what = "is a section of AReaL's config that holds no engine"
+    else:
+        return
+    raise AllocationError(
+        f"{where}: {engine!r} {what}",
+        engine,
+        None,
+        hint=f"name the engine's section: {join_or(list(ROLE))}, or another engine section "
+        f"of your config, e.g. {where} actor",
+    )
+
+
+def _holds_no_engine(name: str) -> bool:
+    """A top-level key of AReaL's config (or areal-conf's) whose section is no engine."""
+    from areal_conf.known_keys import top_section
+    from areal_conf.reading import NOT_ENGINES
+
+    if name in ROLE:
+        return False
+    if name in NOT_ENGINES:
+        return True
+    section = top_section(choose_rules().version, name, None)
+    return section is not None and "backend" not in section.fields
 
 
 def check_ranking(rank: object, top_k: object) -> None:

@@ -36,9 +36,11 @@ from areal_conf.checks import (
     predict_step_times,
     read_model,
 )
+from areal_conf.engines import parse_engines
 from areal_conf.errors import AllocationError
 from areal_conf.fit import Outcome, Recheck
 from areal_conf.fixes import FixCheck, checked_hint
+from areal_conf.model_checks import validate_model
 from areal_conf.plan import Plan
 from areal_conf.reading import (
     EngineSection,
@@ -466,3 +468,38 @@ def _agreement(legacy: str, engines: Mapping[str, EngineSection]) -> tuple[bool,
             return False, f"{key} {now}, but allocation_mode says {backend}"
         same.append(f"{key}={backend}")
     return True, " ".join(same)
+
+
+def value_error(
+    key: str, value: object, *, areal_version: str | None = None
+) -> AllocationError | None:
+    """The error areal-conf's readers give ``value`` at the dotted config ``key`` when it
+    is read on its own (``cluster.n_nodes``: :func:`areal_conf.reading.read_cluster`;
+    an engine's ``backend``: the parser; ``model.*``: the model checks), or None when
+    they take it or name another key. For a value that a typed schema refused before
+    areal-conf could read it (``cluster.n_nodes=inf`` on ``areal_schema``): the same
+    message and fix the value gets in an AReaL YAML."""
+    node: Any = value
+    for part in reversed(key.split(".")):
+        node = {part: node}
+    try:
+        run = read_config(node, choose_rules(areal_version).rules, keys=False)
+        if run.own_config:
+            validate_model(run.model)
+        else:
+            parse_engines(run, check_kinds=False)
+    except AllocationError as err:
+        if err.key is None and err.reason.startswith((f"{key}:", f"{key} ")):
+            err.key = key
+        return err if err.key == key else None
+    return None
+
+
+def checked_fix(
+    cfg: Any, error: AllocationError, *, areal_version: str | None = None
+) -> AllocationError:
+    """``error`` with each fix of its hint checked on ``cfg`` by the whole check (for an
+    error found before ``cfg`` was validated: a value refused while it was composed)."""
+    settings = default_settings(areal_version=areal_version)
+    choice = choose_rules(settings.areal_version or areal_version)
+    return _checked(error, error.hint, _whole_check(cfg, choice, settings))

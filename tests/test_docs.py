@@ -261,8 +261,6 @@ PROSE_HINTS: dict[str, str] = {
     "A backend string error in a config": _LAYOUT,
     "allocation_mode that cannot be translated": _AND_MORE,
     "A role that is not a section": _AND_MORE,
-    "Required backend not set": _SENTENCE,
-    "Nothing to inherit": _SENTENCE,
     "The config builds no engine": _SENTENCE,
     "Wrong kind of backend for the role": _VALUES,
     "An allocation node that is set": _AND_MORE,

@@ -132,7 +132,7 @@ def test_spec_placed_alone_on_a_cluster(cli: Cli) -> None:
         ),
         (
             ["explain", "--config", CONFIG, "cluster.n_nodes=abc"],
-            "could not be converted to Integer",
+            "cluster.n_nodes: must be a positive whole number, got 'abc'",
         ),
         (["explain", "--config", CONFIG, "actor.backend='x"], "cannot compose"),
         (["explain", "--config", CONFIG, "+experiment=nah"], "Could not find 'experiment/nah'"),

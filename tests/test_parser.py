@@ -381,13 +381,13 @@ ERRORS: list[BadSpec] = [
     BadSpec(
         spec=8,
         position=None,
-        message="backend must be a string, got int",
+        message="backend must be a string, got a number (int)",
         hint='backend: "fsdp:d8"',
     ),
-    BadSpec(spec=None, position=None, message="got NoneType", hint='"fsdp:d8"'),
-    BadSpec(spec=True, position=None, message="got bool", hint='"fsdp:d8"'),
+    BadSpec(spec=None, position=None, message="got null", hint='"fsdp:d8"'),
+    BadSpec(spec=True, position=None, message="got true (a boolean)", hint='"fsdp:d8"'),
     BadSpec(spec=b"fsdp:d8", position=None, message="got bytes", hint='"fsdp:d8"'),
-    BadSpec(spec=["fsdp:d8"], position=None, message="got list", hint='"fsdp:d8"'),
+    BadSpec(spec=["fsdp:d8"], position=None, message="got a list", hint='"fsdp:d8"'),
 ]
 VALID_ARCHON = [
     "archon:(attn:d2t2c2|ffn:t2e1)",  # ep == 1: no expert rule applies

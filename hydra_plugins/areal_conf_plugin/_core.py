@@ -34,6 +34,7 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
+from areal_conf.errors import AllocationError
 from hydra_plugins.areal_conf_plugin._compose import DelegatingLoader, SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
@@ -324,11 +325,15 @@ def invalid_job_mode(config: DictConfig, on_invalid: Any) -> str:
     if on_invalid in (STOP, FAIL_JOB):
         return str(on_invalid)
     if on_invalid != AUTO:
-        raise ConfigCompositionException(
+        # raised from an AllocationError: an invalid setting of areal-conf's launcher (2)
+        error = AllocationError(
             f"areal launcher: hydra.launcher.on_invalid={on_invalid!r} is not one of "
-            f"{AUTO}, {STOP}, {FAIL_JOB}\nhint: {STOP} stops the sweep at an invalid job, "
-            f"{FAIL_JOB} returns it to the sweeper as failed, {AUTO} chooses by sweeper"
+            f"{AUTO}, {STOP}, {FAIL_JOB}",
+            hint=f"hydra.launcher.on_invalid={STOP} stops the sweep at an invalid job, "
+            f"hydra.launcher.on_invalid={FAIL_JOB} returns it to the sweeper as failed, "
+            f"hydra.launcher.on_invalid={AUTO} chooses by sweeper",
         )
+        raise ConfigCompositionException(str(error)) from error
     sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default=None)
     return STOP if sweeper in UPFRONT_SWEEPERS else FAIL_JOB
 
@@ -353,8 +358,6 @@ def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:
     """A JobReturn for a job that was not run because it is invalid: reading its
     ``return_value`` raises the message (as for a job whose task raised)."""
     from hydra.core.utils import JobStatus
-
-    from areal_conf.errors import AllocationError
 
     error = ConfigCompositionException(
         f"areal launcher: job #{num} {format_overrides(overrides)} failed validation and "
