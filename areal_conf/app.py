@@ -20,16 +20,16 @@ areal-conf's YAML limits into Hydra's loading only when Hydra is loaded.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Final, TextIO, TypeVar, cast
+from typing import Any, TextIO, TypeVar, cast
 
 from areal_conf.errors import AllocationError
+from areal_conf.hydra_errors import OMEGACONF_ERRORS, chain, defined_in, typed_value_error
 from areal_conf.known_keys import UnknownKey
 from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
 from areal_conf.yaml_limits import UnreadableYaml
@@ -303,50 +303,6 @@ def _output_directory_message(exc: OSError) -> tuple[str, int] | None:
     return f"error: invalid config\n{error}", EXIT_INVALID
 
 
-def typed_value_error(exc: BaseException) -> AllocationError | None:
-    """A value that a typed config (``areal_schema``, the sweeper's and the launcher's
-    configs) refused while Hydra composed it, from an override (``cluster.n_nodes=inf``,
-    ``hydra.sweeper.fits=maybe``) or a file: the key, the value and a fix. The message is
-    the one areal-conf's readers give the value (:func:`areal_conf.validation.value_error`),
-    else the type the key takes and its default, from the config's dataclass."""
-    found = next((e for e in _chain(exc) if _defined_in(e, _OMEGACONF, "ValidationError")), None)
-    key = getattr(found, "full_key", None)
-    if found is None or not key or not isinstance(key, str):
-        return None
-    from areal_conf.validation import value_error
-
-    value = getattr(found, "value", None)
-    error = value_error(key, value)
-    if error is not None:
-        return error
-    reason = str(getattr(found, "msg", "") or found).split("\n")[0]
-    owner, field_name = getattr(found, "object_type", None), key.rpartition(".")[2]
-    fields = (
-        {f.name: f for f in dataclasses.fields(cast(Any, owner))} if _is_dataclass(owner) else {}
-    )
-    default = fields[field_name].default if field_name in fields else dataclasses.MISSING
-    if default is dataclasses.MISSING or isinstance(default, dict | list):
-        hint = f"give {key} a value of its type, or leave it out"
-    else:
-        hint = f"e.g. {key}={_as_override(default)} (its default)"
-    error = AllocationError(f"{key}: {reason}", value, None, hint=hint)
-    error.key = key
-    return error
-
-
-def _is_dataclass(kind: object) -> bool:
-    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
-
-
-def _as_override(value: object) -> str:
-    """A value as a Hydra override writes it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
 def parent_traversal_hint() -> str:
     """What to do when this Hydra refuses a defaults entry that starts with ``..``."""
     hydra = sys.modules.get("hydra")
@@ -360,7 +316,7 @@ def parent_traversal_hint() -> str:
 
 
 def _omegaconf_message(exc: BaseException, argv: Sequence[str]) -> str:
-    allocation = next((e for e in _chain(exc) if isinstance(e, AllocationError)), None)
+    allocation = next((e for e in chain(exc) if isinstance(e, AllocationError)), None)
     key = getattr(exc, "full_key", None) or None
     if allocation is not None:
         # A resolver (an `allocation` node) rejected a backend string: name the key the
@@ -405,30 +361,12 @@ def _override_for(names: Sequence[str], argv: Sequence[str], *, interpolation: b
     return None
 
 
-def _chain(exc: BaseException | None) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def _defined_in(exc: object, module: str, name: str) -> bool:
-    # The module is loaded whenever one of its exceptions exists; never import it here.
-    mod = sys.modules.get(module)
-    cls = getattr(mod, name, None) if mod is not None else None
-    return isinstance(cls, type) and isinstance(exc, cls)
-
-
 def _is_compact_hydra_error(exc: object) -> bool:
-    return _defined_in(exc, "hydra.errors", "CompactHydraException")
-
-
-_OMEGACONF: Final = "omegaconf.errors"
+    return defined_in(exc, "hydra.errors", "CompactHydraException")
 
 
 def _is_omegaconf_error(exc: object) -> bool:
-    return _defined_in(exc, _OMEGACONF, "OmegaConfBaseException")
+    return defined_in(exc, OMEGACONF_ERRORS, "OmegaConfBaseException")
 
 
 def _yaml_limits() -> AbstractContextManager[None]:

@@ -81,7 +81,7 @@ def compose_file(
         ):
             return compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
-        from areal_conf.app import typed_value_error
+        from areal_conf.hydra_errors import typed_value_error
 
         typed = typed_value_error(err)
         if typed is not None:  # a value a typed config (areal_schema) refused

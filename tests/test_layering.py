@@ -68,7 +68,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.sweeps",),
     ("areal_conf.report",),
     ("areal_conf.suggest", "areal_conf.plot"),
-    ("areal_conf.hydra_compat", "areal_conf.hydra_files"),
+    ("areal_conf.hydra_compat", "areal_conf.hydra_files", "areal_conf.hydra_errors"),
     ("areal_conf.explain",),
     ("areal_conf.app",),
     ("areal_conf.areal_command",),

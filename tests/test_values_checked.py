@@ -61,7 +61,9 @@ ROWS = {
         ("layouts", "fsdp", "--gpus", "nan"), ("argument --gpus", "'nan'"), fix=False
     ),
     "layouts --gpus 2**64": Bad(
-        ("layouts", "fsdp", "--gpus", str(2**64)), ("gpus must be an integer", "1048576"), fix=False
+        ("layouts", "fsdp", "--gpus", str(2**64)),
+        ("gpus must be at most 1,048,576", "18446744073709551616"),
+        fix=False,
     ),
     "layouts --concurrent inf": Bad(
         ("layouts", "sglang", "--gpus", "8", "--rank", "--concurrent", "inf"),
