@@ -352,10 +352,13 @@ def test_a_utf8_byte_order_mark_is_read_as_hydra_reads_it(tmp_path: Path) -> Non
 def test_only_areal_confs_own_composing_checks_files(cli: Cli, tmp_path: Path) -> None:
     """A Hydra application that merely has areal-conf installed loads files as Hydra
     does: the checking source is in Hydra's registry only while areal-conf composes."""
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
-
     import hydra_plugins.areal_conf_plugin  # noqa: F401  (what every Hydra app imports)
+    from areal_conf.hydra_files import FileConfigSource as CheckingSource
 
+    # Compared with what was registered before, not with an imported class: Hydra's
+    # plugin discovery may have executed its core plugin modules a second time.
+    before = SourcesRegistry.instance().types["file"]
+    assert not issubclass(before, CheckingSource)
     status, _, _ = cli("explain", "--config", str(ROOT / "conf" / "config.yaml"))
     assert status == 0
-    assert SourcesRegistry.instance().types["file"] is FileConfigSource
+    assert SourcesRegistry.instance().types["file"] is before
