@@ -271,6 +271,7 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
 #: that names the directory (None: the function says, in its ``job_dir_key``).
 _HYDRA_MAKES_DIRECTORIES = {
     ("hydra.core.utils", "run_job"): None,
+    ("hydra.core.utils", "_run_job"): None,  # hydra-core 1.4.0rc: run_job calls it
     ("hydra._internal.core_plugins.basic_sweeper", "sweep"): "hydra.sweep.dir",
     ("hydra._internal.core_plugins.basic_launcher", "launch"): "hydra.sweep.dir",
 }
@@ -289,7 +290,8 @@ def _output_directory_message(exc: OSError) -> tuple[str, int] | None:
         where = (frame.f_globals.get("__name__"), frame.f_code.co_name)
         if where in _HYDRA_MAKES_DIRECTORIES:
             key = _HYDRA_MAKES_DIRECTORIES[where] or frame.f_locals.get("job_dir_key")
-            directory = frame.f_locals.get("output_dir") or frame.f_locals.get("sweep_dir")
+            named = frame.f_locals.get("output_dir") or frame.f_locals.get("sweep_dir")
+            directory = named or directory
         tb = tb.tb_next
     if not isinstance(key, str) or key not in _EXAMPLE_DIRECTORY:
         return None

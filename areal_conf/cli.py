@@ -487,8 +487,10 @@ def _add_layouts_command(commands: Any) -> None:
         "--engine",
         help="the engine whose backend the --hydra override sets, a role ("
         + ", ".join(ROLE_NAMES)
-        + ") or another engine section of your config "
-        "(default: rollout for sglang and vllm, actor otherwise)",
+        + ") or an engine section of AReaL 2.0 (teacher.train, teacher.rollout); default: "
+        "rollout for sglang and vllm, actor otherwise. An engine section only your config "
+        "defines is swept from that config: sweep ... hydra/sweeper=areal_layouts "
+        "hydra.sweeper.engine=NAME",
     )
     parser.set_defaults(run=_layouts)
 

@@ -102,10 +102,9 @@ def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> Non
     """A role runs a backend of its kind (``kind``: the config's, e.g. an inference
     teacher's; default the role's); an extra engine's kind follows from its backend."""
     rule = BACKENDS.get(backend)
-    role = ROLE.get(engine)
-    if rule is None or role is None:
+    wanted = kind or areal_engine_keys().get(engine)
+    if rule is None or wanted is None:
         return  # layouts() names an unknown backend with its hint
-    wanted = kind or role.kind
     if rule.kind == wanted:
         return
     choices = INFERENCE_BACKENDS if wanted == "inference" else TRAINING_BACKENDS
@@ -122,26 +121,40 @@ def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> Non
 _ENGINE_NAME: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
+def areal_engine_keys() -> dict[str, str]:
+    """Every config key of an engine section in a supported AReaL version (``actor``,
+    ``teacher.train``, ``teacher.rollout``, ...) -> the kind of backend it runs."""
+    from areal_conf.areal_versions import VERSIONS
+
+    keys = {role.name: role.kind for role in ROLE.values()}
+    for version in VERSIONS.values():
+        keys.update((row.section, row.kind) for row in version.engines)
+    return keys
+
+
 def check_engine_name(engine: str, where: str = "--engine") -> None:
-    """An engine's name is a role or another section of AReaL's config that can hold an
-    engine (a dotted config key, e.g. ``teacher.train`` or a driver's ``judge``); a
-    section that holds no engine (``gconfig``, ``cluster``) or a name that is no config
-    key is an AllocationError naming ``where``."""
-    if engine in ROLE:
+    """An engine's name, given without a config, is a role or the key of an engine section
+    of AReaL's config (``teacher.train``); anything else is an AllocationError naming
+    ``where``: a name that is no config key, a section that holds no engine (``gconfig``),
+    or a section only a user's config could define (a driver's ``judge``), which the
+    layouts sweeper checks against that config."""
+    known = areal_engine_keys()
+    if engine in known:
         return
     if _ENGINE_NAME.fullmatch(engine) is None:
         what = "is no config key"
     elif _holds_no_engine(engine.split(".")[0]):
         what = "is a section of AReaL's config that holds no engine"
     else:
-        return
-    raise AllocationError(
-        f"{where}: {engine!r} {what}",
-        engine,
-        None,
-        hint=f"name the engine's section: {join_or(list(ROLE))}, or another engine section "
-        f"of your config, e.g. {where} actor",
-    )
+        what = "is no engine section of AReaL's config"
+    hint = f"name one of {join_or(list(known))}, e.g. {where} actor"
+    if what.startswith("is no engine"):
+        hint += (
+            f"; for an engine section your own config defines, sweep it from the config, "
+            f"which knows it: python -m areal_conf sweep -- python DRIVER.py --config "
+            f"cfg.yaml hydra/sweeper=areal_layouts hydra.sweeper.engine={engine}"
+        )
+    raise AllocationError(f"{where}: {engine!r} {what}", engine, None, hint=hint)
 
 
 def _holds_no_engine(name: str) -> bool:

@@ -199,12 +199,12 @@ def test_a_sweep_killed_at_random_moments_never_leaves_a_file_that_does_not_pars
     assert list((tmp_path / "sweep").rglob("command.sh"))
 
 
-def _inodes(sweep_dir: Path) -> dict[str, int]:
-    return {
-        str(p.relative_to(sweep_dir)): p.stat().st_ino
+def _written_files(sweep_dir: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(sweep_dir))
         for p in sweep_dir.rglob("*")
         if p.is_file() and ".hydra" not in p.parts and not p.name.endswith(".log")
-    }
+    )
 
 
 @pytest.mark.e2e
@@ -212,12 +212,13 @@ def _inodes(sweep_dir: Path) -> dict[str, int]:
 def test_a_sweep_run_again_replaces_each_of_its_files_instead_of_rewriting_it(
     name: str, tmp_path: Path
 ) -> None:
-    """A file written in place keeps its inode; one renamed over it has a new one (the
-    two existed at once). Every file areal-conf wrote is replaced, not rewritten."""
+    """A file written in place keeps its inode; one renamed over it leaves the old inode
+    with no name. Holding the first run's files open keeps their inodes from being reused,
+    so every file areal-conf wrote must end up unlinked: replaced, not rewritten."""
     sweep_dir = tmp_path / "sweep"
     argv = [*SWEEPS[name], *TWO[name]]
-    runs = []
-    for _ in range(2):
+
+    def sweep() -> None:
         done = subprocess.run(
             [*argv, f"hydra.sweep.dir={sweep_dir}"],
             cwd=ROOT,
@@ -227,12 +228,19 @@ def test_a_sweep_run_again_replaces_each_of_its_files_instead_of_rewriting_it(
             timeout=SUBPROCESS_TIMEOUT,
         )
         assert done.returncode == 0, done.stderr
-        runs.append(_inodes(sweep_dir))
-    first, second = runs
+
+    sweep()
     expected = {"multirun.yaml", "0/allocation_plan.json", "1/allocation_plan.json"}
     if name == "sweep":
         expected |= {f"{n}/{f}" for n in (0, 1) for f in ("areal_job.json", "command.sh")}
-    assert set(first) == set(second) == expected
-    assert [f for f in first if first[f] == second[f]] == []
+    assert set(_written_files(sweep_dir)) == expected
+    held = {f: os.open(sweep_dir / f, os.O_RDONLY) for f in expected}
+    try:
+        sweep()
+        assert set(_written_files(sweep_dir)) == expected
+        assert [f for f, fd in held.items() if os.fstat(fd).st_nlink != 0] == []
+    finally:
+        for fd in held.values():
+            os.close(fd)
     if name == "sweep":
         assert stat.S_IMODE((sweep_dir / "0" / "command.sh").stat().st_mode) == 0o755

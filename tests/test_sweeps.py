@@ -189,6 +189,11 @@ class TestHydraOverride:
                 layouts("sglang", 8, max_tp=4),
             ),
             (["vllm", "--gpus", "1"], "rollout.backend", ["vllm:d1"]),
+            (  # AReaL 2.0's teacher engines are sections of teacher
+                ["sglang", "--gpus", "2", "--engine", "teacher.rollout"],
+                "teacher.rollout.backend",
+                layouts("sglang", 2, max_tp=8),
+            ),
         ],
     )
     def test_round_trip_through_shell_and_hydra(

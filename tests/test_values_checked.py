@@ -78,6 +78,16 @@ ROWS = {
         ("--engine: 'gconfig'", "holds no engine"),
         fix=False,
     ),
+    "layouts --engine nope": Bad(  # a name only a config could define: sweep from it
+        ("layouts", "fsdp", "--gpus", "8", "--hydra", "--engine", "nope"),
+        ("--engine: 'nope' is no engine section", "hydra.sweeper.engine=nope"),
+        fix=False,
+    ),
+    "layouts --engine teacher.rollout with fsdp": Bad(
+        ("layouts", "fsdp", "--gpus", "8", "--hydra", "--engine", "teacher.rollout"),
+        ("teacher.rollout needs an inference backend", "use sglang or vllm"),
+        fix=False,
+    ),
     "layouts --engine 'a b'": Bad(
         ("layouts", "fsdp", "--gpus", "8", "--hydra", "--engine", "a b"),
         ("--engine: 'a b' is no config key",),
