@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Required, TypedDict, Unpack
 
 from areal_conf.errors import AllocationError
 
@@ -51,20 +51,19 @@ def limit(value: int) -> str:
     return f"{value:,}"
 
 
-def whole(
-    name: str,
-    value: object,
-    *,
-    example: str,
-    minimum: int = 1,
-    maximum: int = MAX_TOKENS,
-    why: str = "",
-) -> int:
-    """``value`` when it is an ``int`` (not a bool) from ``minimum`` to ``maximum``.
+class WholeBounds(TypedDict, total=False):
+    """What :func:`whole` and :func:`optional_whole` take besides the name and value."""
 
-    ``example`` completes the hint (``e.g. 16384``); ``why`` says why ``maximum`` is the
-    limit when a value above it is refused.
-    """
+    example: Required[str]  # completes the hint: ``e.g. 16384``
+    minimum: int  # 1 unless given
+    maximum: int  # MAX_TOKENS unless given
+    why: str  # why ``maximum`` is the limit, said when a value above it is refused
+
+
+def whole(name: str, value: object, **bounds: Unpack[WholeBounds]) -> int:
+    """``value`` when it is an ``int`` (not a bool) from ``minimum`` to ``maximum``."""
+    example, why = bounds["example"], bounds.get("why", "")
+    minimum, maximum = bounds.get("minimum", 1), bounds.get("maximum", MAX_TOKENS)
     if type(value) is int and minimum <= value <= maximum:
         return value
     if type(value) is int and value > maximum:
@@ -86,19 +85,9 @@ def whole(
     )
 
 
-def optional_whole(
-    name: str,
-    value: object,
-    *,
-    example: str,
-    minimum: int = 1,
-    maximum: int = MAX_TOKENS,
-    why: str = "",
-) -> int | None:
+def optional_whole(name: str, value: object, **bounds: Unpack[WholeBounds]) -> int | None:
     """:func:`whole`, or None for None."""
-    if value is None:
-        return None
-    return whole(name, value, example=example, minimum=minimum, maximum=maximum, why=why)
+    return None if value is None else whole(name, value, **bounds)
 
 
 def positive(name: str, value: object, *, example: str) -> float:

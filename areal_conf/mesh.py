@@ -24,8 +24,8 @@ text, so ``TP-…-PP`` would behave differently in its two checks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, overload
+from collections.abc import Callable, Sequence
+from typing import Final, TypeVar, overload
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import BACKENDS, TRAINING_BACKENDS, join_or
@@ -178,6 +178,21 @@ def _count(dims: tuple[_Dim, ...]) -> int:
     return n
 
 
+_T = TypeVar("_T")
+
+
+def _indexed(index: int | slice, length: int, item: Callable[[int], _T]) -> _T | list[_T]:
+    """``item(index)`` as a sequence of ``length`` items indexes (negative from the end,
+    IndexError outside), or the list of a slice's items."""
+    if isinstance(index, slice):
+        return [item(i) for i in range(*index.indices(length))]
+    if index < 0:
+        index += length
+    if not 0 <= index < length:
+        raise IndexError(index)
+    return item(index)
+
+
 class Group(Sequence[int]):
     """One process group's ranks, computed when read (:class:`GroupKind`)."""
 
@@ -192,13 +207,7 @@ class Group(Sequence[int]):
     @overload
     def __getitem__(self, index: slice) -> list[int]: ...
     def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(index)
-        return self._base + _at(self._inner, index)
+        return _indexed(index, self._len, lambda i: self._base + _at(self._inner, i))
 
 
 class GroupKind(Sequence[Group]):
@@ -229,13 +238,7 @@ class GroupKind(Sequence[Group]):
     @overload
     def __getitem__(self, index: slice) -> list[Group]: ...
     def __getitem__(self, index: int | slice) -> Group | list[Group]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(index)
-        return Group(_at(self._outer, index), self._inner)
+        return _indexed(index, self._len, lambda i: Group(_at(self._outer, i), self._inner))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GroupKind):
