@@ -11,9 +11,10 @@ group of its own, so a signal sent to areal-conf's group (a terminal's Ctrl-C, `
 to areal-conf's process alone reaches it as well. Each ``SIGINT``, ``SIGTERM``,
 ``SIGHUP``, ``SIGQUIT``, ``SIGUSR1`` and ``SIGUSR2`` areal-conf receives while the
 command runs is then sent on, once, to the command's whole group: the driver and the
-processes it started see what a terminal's Ctrl-C would give them. (A sender that itself
-sends a signal twice, as ``timeout`` does to its child and then to its group, is seen
-twice when the two do not arrive together.)
+processes it started see what a terminal's Ctrl-C would give them. A sender that sends
+one signal twice in a row, as ``timeout`` does (to its child, then to its group), is seen
+once: the same signal from the same process within :data:`ECHO_SECONDS` is not sent on
+again (Linux; the terminal's own Ctrl-C comes from the kernel and is never dropped).
 
 **No orphan.** On Linux the command is started with ``PR_SET_PDEATHSIG``: if areal-conf
 dies without forwarding anything (``SIGKILL``), the driver receives ``SIGTERM``, as a
@@ -44,6 +45,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -54,6 +56,9 @@ FORWARDED: tuple[signal.Signals, ...] = tuple(
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
     if hasattr(signal, name)
 )
+#: A signal a process sends again this soon after the same one is an echo of it (GNU
+#: timeout sends its signal to its child, then at once to its group), not sent on again.
+ECHO_SECONDS = 0.25
 #: What the child receives when areal-conf dies first (Linux).
 PARENT_DIED = signal.SIGTERM
 _PR_SET_PDEATHSIG = 1
@@ -150,6 +155,7 @@ class _Waiter:
         self.child = child
         self.terminal = _foreground_terminal()  # a terminal whose foreground group we are
         self.handed = False  # the child's group has the terminal
+        self.last_sent: tuple[int, int, float] | None = None  # signal, sender, when
 
     def wait(self, early: list[int], received: list[int]) -> None:
         job_control = {s for s in (_TERMINAL_STOP, getattr(signal, "SIGCONT", None)) if s}
@@ -170,13 +176,28 @@ class _Waiter:
                     self._stop_myself()
                 elif info.si_signo in job_control:  # SIGCONT
                     _send(self.child, info.si_signo)
-                else:
+                elif not self._echo(info):
                     received.append(info.si_signo)
                     _send(self.child, info.si_signo)
         finally:
             if self.handed:
                 self._take_terminal()
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+    def _echo(self, info: signal.struct_siginfo) -> bool:
+        """``info`` repeats the signal last passed on, sent by the same process (not the
+        kernel: a terminal's keys) within :data:`ECHO_SECONDS`."""
+        now = time.monotonic()
+        last = self.last_sent
+        if (
+            info.si_pid != 0
+            and last is not None
+            and last[:2] == (info.si_signo, info.si_pid)
+            and now - last[2] < ECHO_SECONDS
+        ):
+            return True
+        self.last_sent = (info.si_signo, info.si_pid, now)
+        return False
 
     def _child_stopped(self) -> None:
         """When the child has stopped: at a terminal read (``SIGTTIN``/``SIGTTOU``), give

@@ -86,6 +86,24 @@ def test_run_gives_the_driver_each_signal_once(
 
 
 @pytest.mark.e2e
+def test_a_signal_sent_twice_in_a_row_reaches_the_driver_once(tmp_path: Path) -> None:
+    """GNU timeout (``timeout -s INT``) sends its signal to its child, then to its whole
+    group: areal-conf receives it twice from one sender, the driver once. The pause keeps
+    the two from merging into one pending signal before areal-conf takes the first."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the sender of a signal is known on Linux (sigtimedwait)")
+    env = user_env(STANDIN_OUT=str(tmp_path), STANDIN_WAIT="60")
+    proc = _start([sys.executable, "-m", "areal_conf", "run", *DRIVER], env)
+    _wait_for(tmp_path, "*.ready", proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == 130, stderr
+    assert _driver_signals(tmp_path, proc) == ["SIGINT"]
+
+
+@pytest.mark.e2e
 def test_a_killed_areal_conf_leaves_no_driver_behind(tmp_path: Path) -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
