@@ -41,12 +41,15 @@ def typed_value_error(exc: BaseException) -> AllocationError | None:
     found = next(
         (e for e in chain(exc) if defined_in(e, OMEGACONF_ERRORS, "ValidationError")), None
     )
-    key = getattr(found, "full_key", None)
-    if found is None or not key or not isinstance(key, str):
+    if found is None:
+        return None
+    key, value = getattr(found, "full_key", None), getattr(found, "value", None)
+    if not key:  # refused while a file was merged onto the schema (`actor: 5`)
+        key, value = _merged_key(exc)
+    if not key or not isinstance(key, str):
         return None
     from areal_conf.validation import value_error
 
-    value = getattr(found, "value", None)
     error = value_error(key, value)
     if error is not None:
         return error
@@ -63,6 +66,35 @@ def typed_value_error(exc: BaseException) -> AllocationError | None:
     error = AllocationError(f"{key}: {reason}", value, None, hint=hint)
     error.key = key
     return error
+
+
+#: Where OmegaConf merges one key of a mapping onto another (``key`` from ``src`` onto
+#: ``dest``): a ValidationError raised below it and reported without a key is that key's.
+_MAP_MERGE: Final = ("omegaconf.basecontainer", "_map_merge")
+
+
+def _merged_key(error: BaseException) -> tuple[str | None, object]:
+    """The dotted key, and its value, that OmegaConf was merging when it raised ``error``
+    (the innermost merge of a nested one), from the frames it passed through (OmegaConf
+    2.4 re-raises the error it formats: the frames are its cause's)."""
+    key: str | None = None
+    value: object = None
+    for raised in chain(error):
+        tb = raised.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if (frame.f_globals.get("__name__"), frame.f_code.co_name) == _MAP_MERGE:
+                name, dest, src = (frame.f_locals.get(k) for k in ("key", "dest", "src"))
+                if isinstance(name, str):
+                    try:
+                        key = str(cast(Any, dest)._get_full_key(name)) or name
+                        value = cast(Any, src)._get_node(name)._value()
+                    except Exception:  # another OmegaConf: keep the bare key
+                        key, value = name, None
+            tb = tb.tb_next
+        if key is not None:
+            return key, value
+    return key, value
 
 
 def _is_dataclass(kind: object) -> bool:

@@ -205,6 +205,29 @@ def check_ranking(rank: object, top_k: object) -> None:
         )
 
 
+def check_sweep_sizes(max_jobs: object = None, max_batch_size: object = None) -> None:
+    """Nothing when ``hydra.sweeper.max_jobs`` is null or a whole number from 1 and
+    ``hydra.sweeper.max_batch_size`` null (one batch) or a whole number from 1 (Hydra's
+    basic sweeper asserts it: ``BasicSweeper.split_arguments``); else an AllocationError
+    naming the option, the value and the fix."""
+    if max_jobs is not None and (type(max_jobs) is not int or max_jobs < 1):
+        raise AllocationError(
+            f"hydra.sweeper.max_jobs: must be a whole number of jobs from 1, got {max_jobs!r}",
+            None,
+            None,
+            hint="e.g. hydra.sweeper.max_jobs=1000, or hydra.sweeper.max_jobs=null for no limit",
+        )
+    if max_batch_size is not None and (type(max_batch_size) is not int or max_batch_size < 1):
+        raise AllocationError(
+            "hydra.sweeper.max_batch_size: must be a whole number of jobs from 1, "
+            f"got {max_batch_size!r}",
+            None,
+            None,
+            hint="e.g. hydra.sweeper.max_batch_size=8 launches the jobs 8 at a time, "
+            "hydra.sweeper.max_batch_size=null all in one batch",
+        )
+
+
 def default_engine(backend: str) -> str:
     """The engine a sweep of ``backend`` is usually for: the first role of its kind
     (rollout for inference backends, actor for training ones)."""

@@ -9,6 +9,7 @@ checked through ``tests/standin_driver.py``; areal-conf's own is ``conf/config.y
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ class Bad:
     says: tuple[str, ...]
     given: tuple[str, ...] = ()
     yaml: dict[str, Any] = field(default_factory=dict)
+    schema: dict[str, Any] = field(default_factory=dict)  # the same, in a copy of conf/
     env: dict[str, str] = field(default_factory=dict)
     train: bool = False
     fix: bool = True
@@ -223,6 +225,25 @@ ROWS = {
         given=("cluster.gpu_memory_gb=nan",),
         train=True,
     ),
+    "schema YAML actor: 5 (train.py)": Bad(  # refused as the file is merged onto the schema
+        ("--config-dir", "{conf}", "--config-name", "config"),
+        ("actor: the actor engine must be a section, got 5",),
+        schema={"actor": 5},
+        train=True,
+        fix=False,
+    ),
+    "schema YAML actor: 5 (explain)": Bad(
+        ("explain", "--config", "{conf}/config.yaml"),
+        ("actor: the actor engine must be a section, got 5",),
+        schema={"actor": 5},
+        fix=False,
+    ),
+    "schema YAML actor.scheduling_strategy: 5": Bad(
+        ("explain", "--config", "{conf}/config.yaml"),
+        ("actor.scheduling_strategy: must be a section", "got 5"),
+        schema={"actor.scheduling_strategy": 5},
+        fix=False,
+    ),
     "train.py hydra.sweeper.engine=nope": Bad(
         ("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.engine=nope"),
         ("hydra.sweeper.engine", "nope"),
@@ -241,6 +262,24 @@ ROWS = {
         train=True,
         fix=False,
     ),
+    "train.py hydra.sweeper.max_jobs=-1": Bad(
+        ("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.max_jobs=-1"),
+        ("hydra.sweeper.max_jobs", "-1", "hydra.sweeper.max_jobs=null"),
+        train=True,
+        fix=False,
+    ),
+    "train.py hydra.sweeper.max_batch_size=-1 (layouts sweeper)": Bad(
+        ("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.max_batch_size=-1"),
+        ("hydra.sweeper.max_batch_size", "-1", "hydra.sweeper.max_batch_size=null"),
+        train=True,
+        fix=False,
+    ),
+    "train.py hydra.sweeper.max_batch_size=0 (basic sweeper: Hydra asserts)": Bad(
+        ("-m", "cluster.n_nodes=2,3", "hydra.sweeper.max_batch_size=0"),
+        ("hydra.sweeper.max_batch_size", "got 0"),
+        train=True,
+        fix=False,
+    ),
     "train.py hydra.launcher.on_invalid=skip": Bad(
         ("-m", "hydra.launcher.on_invalid=skip"),
         ("hydra.launcher.on_invalid='skip'", "hydra.launcher.on_invalid=stop"),
@@ -250,8 +289,8 @@ ROWS = {
 }
 
 
-def _yaml_with(path: Path, changes: dict[str, Any]) -> Path:
-    data = yaml.safe_load(Y.read_text())
+def _yaml_with(path: Path, changes: dict[str, Any], source: Path = Y) -> Path:
+    data = yaml.safe_load(source.read_text())
     for key, value in changes.items():
         *parents, last = key.split(".")
         node = data
@@ -283,7 +322,10 @@ def test_a_bad_value_is_one_message_naming_its_source_with_a_fix_that_passes(
     for name, value in bad.env.items():
         monkeypatch.setenv(name, value)
     config = _yaml_with(tmp_path / "cfg.yaml", bad.yaml) if bad.yaml else Y
-    argv = tuple(a.replace("{yaml}", str(config)) for a in bad.argv)
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    _yaml_with(conf / "config.yaml", bad.schema, CONF / "config.yaml")
+    argv = tuple(a.replace("{yaml}", str(config)).replace("{conf}", str(conf)) for a in bad.argv)
     status, err = _run(bad, argv, tmp_path, capsys)
     assert status == 2, err
     assert "Traceback" not in err

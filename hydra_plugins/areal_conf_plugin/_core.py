@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from areal_conf.errors import AllocationError
+from areal_conf.sweeps import check_sweep_sizes
 from hydra_plugins.areal_conf_plugin._compose import DelegatingLoader, SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
@@ -336,6 +337,21 @@ def invalid_job_mode(config: DictConfig, on_invalid: Any) -> str:
         raise ConfigCompositionException(str(error)) from error
     sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default=None)
     return STOP if sweeper in UPFRONT_SWEEPERS else FAIL_JOB
+
+
+def check_sweeper_sizes(config: DictConfig) -> None:
+    """The job counts an upfront sweeper takes (``max_jobs``, ``max_batch_size``) are ones
+    it can use; else one message, exit 2 (before it, Hydra's basic sweeper fails an
+    ``assert`` on ``max_batch_size=0``)."""
+    if OmegaConf.select(config, "hydra.sweeper._target_", default=None) not in UPFRONT_SWEEPERS:
+        return
+    try:
+        check_sweep_sizes(
+            OmegaConf.select(config, "hydra.sweeper.max_jobs", default=None),
+            OmegaConf.select(config, "hydra.sweeper.max_batch_size", default=None),
+        )
+    except AllocationError as error:
+        raise ConfigCompositionException(str(error)) from error
 
 
 def basic_sweep_jobs(config: DictConfig, hydra_context: HydraContext) -> list[list[str]] | None:

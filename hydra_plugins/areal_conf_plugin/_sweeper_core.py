@@ -32,7 +32,13 @@ from hydra.errors import ConfigCompositionException
 
 from areal_conf.errors import AllocationError
 from areal_conf.overrides import hydra_value
-from areal_conf.sweeps import EngineSweep, check_engine, check_ranking, engine_layouts
+from areal_conf.sweeps import (
+    EngineSweep,
+    check_engine,
+    check_ranking,
+    check_sweep_sizes,
+    engine_layouts,
+)
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -68,6 +74,10 @@ def layout_batches(
 ) -> list[list[list[str]]]:
     """The sweep's jobs in batches of ``max_batch_size`` (None: one batch), once they are
     all known to be within ``max_jobs`` and announced to the launcher."""
+    try:
+        check_sweep_sizes(sweeper.max_jobs, max_batch_size)
+    except AllocationError as err:
+        raise _compact(err) from err
     jobs = job_overrides(sweeper, overrides)
     check_job_count(len(jobs), sweeper.max_jobs)
     expect_sweep = getattr(sweeper.launcher, "expect_sweep", None)

@@ -71,6 +71,7 @@ class AReaLLauncher(Launcher):
         self.hydra_context = hydra_context
         from hydra_plugins.areal_conf_plugin import _core
 
+        _core.check_sweeper_sizes(config)
         _core.install_loader(self, hydra_context)
         _core.write_sweep_record_atomically(config)
 
