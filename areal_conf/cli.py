@@ -423,13 +423,13 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--top",
-        type=int,
+        type=_whole(1, None, "--top 5"),
         metavar="K",
         help="with --rank: keep the K predicted fastest",
     )
     parser.add_argument(
         "--tokens-per-step",
-        type=int,
+        type=_whole(1, _MOST_TOKENS, f"--tokens-per-step {_RANK_TOKENS_PER_STEP}"),
         default=_RANK_TOKENS_PER_STEP,
         metavar="N",
         help="with --rank: tokens of one optimizer step over all data-parallel ranks "
@@ -437,7 +437,7 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--concurrent",
-        type=int,
+        type=_whole(1, MAX_SIZE, f"--concurrent {_RANK_CONCURRENT}"),
         default=_RANK_CONCURRENT,
         metavar="N",
         help="with --rank of sglang or vllm: sequences generated at once "
@@ -445,7 +445,7 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--context-tokens",
-        type=int,
+        type=_whole(1, _MOST_TOKENS, "--context-tokens 4096"),
         metavar="N",
         help="with --rank of sglang or vllm: mean tokens of context a decode step attends "
         "to (default: half the model's max_seq_len, else 4096)",

@@ -72,6 +72,26 @@ ROWS = {
         ("argument --concurrent", "'inf'"),  # argparse's int
         fix=False,
     ),
+    "layouts --concurrent 0": Bad(  # not read as "no layout keeps a sequence"
+        ("layouts", "sglang", "--gpus", "8", "--rank", "--concurrent", "0"),
+        ("argument --concurrent", "from 1", "'0'"),
+        fix=False,
+    ),
+    "layouts --context-tokens 0": Bad(  # not read as "the default"
+        ("layouts", "sglang", "--gpus", "8", "--rank", "--context-tokens", "0"),
+        ("argument --context-tokens", "from 1", "'0'"),
+        fix=False,
+    ),
+    "layouts --top -2": Bad(
+        ("layouts", "fsdp", "--gpus", "8", "--rank", "--top", "-2"),
+        ("argument --top", "'-2'"),
+        fix=False,
+    ),
+    "layouts --tokens-per-step 0": Bad(
+        ("layouts", "fsdp", "--gpus", "8", "--rank", "--tokens-per-step", "0"),
+        ("argument --tokens-per-step", "'0'"),
+        fix=False,
+    ),
     "layouts --max-tp 0": Bad(
         ("layouts", "fsdp", "--gpus", "8", "--max-tp", "0"), ("argument --max-tp",), fix=False
     ),
