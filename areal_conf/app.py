@@ -244,7 +244,8 @@ def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | No
     if isinstance(exc, UnreadableYaml):
         return f"error: invalid config\n{exc}", EXIT_INVALID
     if isinstance(exc, AllocationError):
-        return f"error: invalid allocation\n{exc}", EXIT_INVALID
+        what = "setting" if exc.variable is not None else "allocation"
+        return f"error: invalid {what}\n{exc}", EXIT_INVALID
     typed = typed_value_error(exc)
     if typed is not None:
         return f"error: invalid config\n{typed}", EXIT_INVALID

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, from_variable
 
 VERSION_ENV: Final = "AREAL_CONF_AREAL_VERSION"
 AREAL_DISTRIBUTION: Final = "areal"
@@ -238,7 +238,9 @@ def choose_rules(
     env = os.environ if environ is None else environ
     value = env.get(VERSION_ENV)
     if value is not None and value != "":
-        return RulesChoice(VERSIONS[supported_version(value, where=VERSION_ENV)], "environment")
+        with from_variable(VERSION_ENV):
+            version = supported_version(value, where=VERSION_ENV)
+        return RulesChoice(VERSIONS[version], "environment")
     found = installed()
     if found is None:
         return RulesChoice(VERSIONS[NEWEST], "newest")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class AllocationError(ValueError):
     """A rejected allocation: what is wrong, where, and how to fix it.
@@ -9,10 +12,12 @@ class AllocationError(ValueError):
     ``spec`` is the offending input, ``position`` the 0-based index of the first
     offending character (``None`` when the error concerns the whole input), ``length``
     how many characters the caret underlines, ``hint`` the fix, ``key`` the config key
-    the input came from once :meth:`with_context` has named it.
+    the input came from once :meth:`with_context` has named it, ``variable`` the
+    environment variable it came from (see :func:`from_variable`).
     """
 
     key: str | None = None
+    variable: str | None = None
 
     def __init__(
         self,
@@ -58,7 +63,7 @@ class AllocationError(ValueError):
         if hint == self.hint:
             return self
         err = AllocationError(self.reason, self.spec, self.position, length=self.length, hint=hint)
-        err.key = self.key
+        err.key, err.variable = self.key, self.variable
         return err
 
     def with_context(self, key: str) -> AllocationError:
@@ -72,5 +77,16 @@ class AllocationError(ValueError):
         err = AllocationError(
             f"{key}: {self.reason}", self.spec, self.position, length=self.length, hint=self.hint
         )
-        err.key = key
+        err.key, err.variable = key, self.variable
         return err
+
+
+@contextmanager
+def from_variable(name: str) -> Iterator[None]:
+    """Within the block, an AllocationError is about the value of the environment
+    variable ``name``: entry points head it as a setting, not as a config."""
+    try:
+        yield
+    except AllocationError as err:
+        err.variable = err.variable or name
+        raise

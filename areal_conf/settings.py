@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, from_variable
 from areal_conf.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
@@ -126,19 +126,22 @@ def from_environment(
     line."""
     env = os.environ if environ is None else environ
     gb_text = env.get(GPU_MEMORY_ENV, "")
-    gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
+    with from_variable(GPU_MEMORY_ENV):
+        gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
     gb_from = GPU_MEMORY_ENV if gpu_gb is not None else ""
     gpu = env.get(GPU_ENV, "") or None
     if gpu is not None:
         from areal_conf.hardware import hardware
 
-        known = hardware(gpu, GPU_ENV)
+        with from_variable(GPU_ENV):
+            known = hardware(gpu, GPU_ENV)
         if gpu_gb is None:
             gpu_gb, gb_from = known.hbm_gb, f"{GPU_ENV}={gpu}"
     model_text = env.get(MODEL_ENV, "")
     model = {"hf_config": model_text} if model_text else {}
     response_text = env.get(MEAN_RESPONSE_ENV, "")
-    response = positive_tokens(response_text, MEAN_RESPONSE_ENV) if response_text else None
+    with from_variable(MEAN_RESPONSE_ENV):
+        response = positive_tokens(response_text, MEAN_RESPONSE_ENV) if response_text else None
     return Settings(
         areal_version=areal_version,
         gpu=gpu,

@@ -78,11 +78,13 @@ def limits(environ: Mapping[str, str] | None = None) -> dict[str, int]:
             values[name] = limit.default
             continue
         if not (text.isascii() and text.isdigit() and int(text) > 0):
-            raise AllocationError(
+            error = AllocationError(
                 f"{limit.env}: the largest {limit.what} of a YAML file areal-conf reads, in "
                 f"{limit.unit}, must be a positive whole number, got {text!r}",
                 hint=f"e.g. {limit.env}={limit.default * 4} (the default is {limit.default})",
             )
+            error.variable = limit.env
+            raise error
         values[name] = int(text)
     return values
 
