@@ -75,7 +75,7 @@ class SweepJob:
 
     def job_argv(self, overrides: Sequence[str]) -> list[str]:
         """The AReaL command of a job whose (task) overrides are ``overrides``."""
-        from hydra_plugins.areal_conf_plugin._core import user_override
+        from areal_conf.job_overrides import user_override
 
         return self.command.with_overrides([user_override(str(o)) for o in overrides])
 
@@ -265,13 +265,13 @@ def job_rows(returns: Any) -> list[tuple[int | None, list[str], int | str, str]]
 
 def summary(rows: Sequence[tuple[int | None, list[str], int | str, str]]) -> str:
     """One line per job and a last line saying how the sweep went."""
-    from hydra_plugins.areal_conf_plugin._core import format_overrides
+    from areal_conf.job_overrides import job_overrides_line
 
     lines = []
     for num, overrides, status, where in rows:
         shown = f"exit {status}" if isinstance(status, int) else status
         label = f"#{num}" if num is not None else "#?"
-        lines.append(f"{label} {shown}: {format_overrides(overrides)}  ({_relative(where)})")
+        lines.append(f"{label} {shown}: {job_overrides_line(overrides)}  ({_relative(where)})")
     ok = sum(1 for row in rows if row[2] == 0)
     total = len(rows)
     verdict = (

@@ -16,14 +16,14 @@ def unvalidated_sweep_warning() -> str | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET
+    from areal_conf.hydra_names import LAUNCHER_TARGET
 
     if not HydraConfig.initialized():
         return None
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN or hydra_cfg.job.num != 0:
         return None
-    if hydra_cfg.launcher.get("_target_") == TARGET:
+    if hydra_cfg.launcher.get("_target_") == LAUNCHER_TARGET:
         return None
     choice = hydra_cfg.runtime.choices.get("hydra/launcher") or "basic"
     fix = " ".join(validating_launcher(choice))
@@ -39,7 +39,7 @@ def validating_launcher(choice: str) -> list[str]:
     ``choice`` (a name of Hydra's ``hydra/launcher`` group) would launch: ``basic`` is
     ``hydra/launcher=areal``, an inner launcher with a short name ``areal_<name>``, any
     other ``areal`` with it as the inner launcher; an ``areal`` choice stays."""
-    from hydra_plugins.areal_conf_plugin.areal_configs import INNER_ALIASES
+    from areal_conf.hydra_names import INNER_ALIASES
 
     if choice == "areal" or choice.startswith("areal_"):
         return [f"hydra/launcher={choice}"]

@@ -26,6 +26,7 @@ PACKAGES = ("areal_conf", "hydra_plugins.areal_conf_plugin")
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "areal_conf.errors",
+        "areal_conf.hydra_names",
         "areal_conf.backends",
         "areal_conf.arguments",
         "areal_conf.hardware",
@@ -68,7 +69,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.sweeps",),
     ("areal_conf.report",),
     ("areal_conf.suggest", "areal_conf.plot"),
-    ("areal_conf.hydra_compat", "areal_conf.hydra_files", "areal_conf.hydra_errors"),
+    (
+        "areal_conf.hydra_compat",
+        "areal_conf.hydra_files",
+        "areal_conf.hydra_errors",
+        "areal_conf.job_overrides",
+    ),
     ("areal_conf.explain",),
     ("areal_conf.app",),
     ("areal_conf.areal_command",),
@@ -103,14 +109,15 @@ UPWARD_EDGES: dict[tuple[str, str], str] = {
 
 class Forbidden(NamedTuple):
     """Modules matching ``modules`` (fnmatch patterns), except ``allowed``, must not
-    import any of ``imports`` (a package name or a module); with ``at_import``, only
-    when they are imported (inside a function is allowed)."""
+    import any of ``imports`` (a package name or a module) other than ``but``; with
+    ``at_import``, only when they are imported (inside a function is allowed)."""
 
     why: str
     modules: tuple[str, ...]
     imports: tuple[str, ...]
     allowed: tuple[str, ...] = ()
     at_import: bool = False
+    but: tuple[str, ...] = ()  # modules of ``imports`` that may be imported all the same
 
 
 HYDRA_FACING = (
@@ -119,6 +126,7 @@ HYDRA_FACING = (
     "areal_conf.hydra_compat",
     "areal_conf.hydra_files",
     "areal_conf.hydra_app",
+    "areal_conf.job_overrides",
     "areal_conf.explain",
     "areal_conf.areal_command",
     "areal_conf.areal_sweep",
@@ -129,8 +137,13 @@ FORBIDDEN: tuple[Forbidden, ...] = (
     Forbidden(
         "the core is plain Python: Hydra-facing modules call it, never the reverse",
         ("areal_conf", "areal_conf.*"),
-        ("hydra", "hydra_plugins", "omegaconf"),
+        ("hydra", "omegaconf"),
         allowed=HYDRA_FACING,
+    ),
+    Forbidden(
+        "the plugin calls the core, never the reverse (Hydra-facing core modules included)",
+        ("areal_conf", "areal_conf.*"),
+        ("hydra_plugins",),
     ),
     Forbidden(
         "pydantic is paid for only when a JSON Schema is asked for",
@@ -153,6 +166,8 @@ FORBIDDEN: tuple[Forbidden, ...] = (
             "hydra_plugins.areal_conf_plugin._sweeper_core",
         ),
         at_import=True,
+        # the names the core and the plugin share (constants, no code), stated once there
+        but=("areal_conf", "areal_conf.hydra_names"),
     ),
 )
 
@@ -243,6 +258,8 @@ def test_forbidden_imports(rule: Forbidden) -> None:
         if module in rule.allowed:
             continue
         for imported, line in imports_of(module, path, top_level=rule.at_import):
+            if imported in rule.but:
+                continue
             if any(imported == f or imported.startswith(f + ".") for f in rule.imports):
                 broken.append(f"{module} line {line}: {imported}")
     assert not broken, f"{rule.why}: {broken}"
@@ -324,3 +341,10 @@ def test_readme_lists_the_modules_in_layer_order() -> None:
     section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
     listed = [line[3:].split("`", 1)[0] for line in section.splitlines() if line.startswith("- `")]
     assert listed == [m for layer in LAYERS for m in layer]
+
+
+def test_the_launcher_target_the_core_knows_is_the_plugin_class() -> None:
+    from areal_conf.hydra_names import LAUNCHER_TARGET
+    from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
+
+    assert f"{AReaLLauncher.__module__}.{AReaLLauncher.__qualname__}" == LAUNCHER_TARGET

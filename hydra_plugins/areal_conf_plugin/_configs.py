@@ -55,7 +55,7 @@ def _with_inner(inner: str) -> AReaLLauncherConf:
 
 
 #: Short names: ``hydra/launcher=areal_<inner>`` is ``hydra/launcher=areal`` with that
-#: inner launcher (the names are listed in ``areal_configs.INNER_ALIASES``). The inner
+#: inner launcher (the names are listed in ``areal_conf.hydra_names.INNER_ALIASES``). The inner
 #: plugin must be installed (joblib, submitit and ray: ``pip install 'areal-conf[launchers]'``).
 AREAL_JOBLIB = _with_inner("joblib")
 AREAL_SUBMITIT_LOCAL = _with_inner("submitit_local")

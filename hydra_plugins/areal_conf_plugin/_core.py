@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from areal_conf.errors import AllocationError
+from areal_conf.job_overrides import job_overrides_line, user_override
 from areal_conf.sweeps import check_sweep_sizes
 from hydra_plugins.areal_conf_plugin._compose import DelegatingLoader, SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
@@ -376,14 +377,14 @@ def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:
     from hydra.core.utils import JobStatus
 
     error = ConfigCompositionException(
-        f"areal launcher: job #{num} {format_overrides(overrides)} failed validation and "
+        f"areal launcher: job #{num} {job_overrides_line(overrides)} failed validation and "
         f"was not run:\n{_indent(reason.rstrip(), '    ')}"
     )
     error.__cause__ = AllocationError(reason.split("\n")[0])
     log.warning(
         "areal launcher: job #%d %s is invalid, not run, returned to the sweeper as failed",
         num,
-        format_overrides(overrides),
+        job_overrides_line(overrides),
     )
     ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
     ret.return_value = error
@@ -582,7 +583,7 @@ def failure_message(
         )
     parts = [head]
     for num, overrides, reason in failures:
-        parts.append(f"\n#{num} {format_overrides(overrides)}")
+        parts.append(f"\n#{num} {job_overrides_line(overrides)}")
         parts.append(_indent(reason.rstrip("\n"), "    "))
     parts.append(
         "\nFix or drop these values and run the sweep again; "
@@ -598,50 +599,9 @@ def _indent(text: str, prefix: str) -> str:
 # ------------------------------------------------------------------ display
 
 
-def shell_token(override: str) -> str:
-    """An override (already in Hydra's grammar) quoted for a POSIX shell command line."""
-    from areal_conf.overrides import shell_quote
-
-    return shell_quote(override)
-
-
-def format_overrides(overrides: Sequence[str]) -> str:
-    """Job overrides as the user would type them on a POSIX shell command line."""
-    if not overrides:
-        return "(no overrides)"
-    return " ".join(shell_token(user_override(o)) for o in overrides)
-
-
-def user_override(override: str) -> str:
-    """Undo the escaping Hydra's sweeper adds to plain string values where it is not
-    needed (``actor.backend=fsdp\\:d8`` -> ``actor.backend=fsdp:d8``).  Anything else is
-    returned as it is: it is already valid override syntax.
-    """
-    if "\\" not in override or "=" not in override:
-        return override
-    parser = _override_parser()
-    try:
-        value = parser.parse_override(override)._value
-        if not isinstance(value, str):
-            return override
-        candidate = override[: override.index("=") + 1] + value
-        if parser.parse_override(candidate)._value == value:
-            return candidate
-    except Exception:  # display only: keep Hydra's own form
-        pass
-    return override
-
-
-@functools.cache
-def _override_parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
 def dry_run_line(num: int, overrides: Sequence[str], plan: Plan | None) -> str:
     """``#0 actor.backend=fsdp:d8 : rollout 8, actor 8, ... | 16 of 16 GPUs``."""
-    head = f"#{num} {format_overrides(overrides)} : "
+    head = f"#{num} {job_overrides_line(overrides)} : "
     if plan is None:
         return head + "not an AReaL config (no engine keys), not validated"
     engines = []

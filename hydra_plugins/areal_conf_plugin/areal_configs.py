@@ -30,12 +30,11 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
+from areal_conf.hydra_names import INNER_ALIASES
+
 PROVIDER = "areal_conf"
 SCHEME = "areal-conf"
 
-#: ``hydra/launcher=areal_<inner>``: the areal launcher with that inner launcher, so the
-#: validating path is as short as the plain one and tab completion shows it.
-INNER_ALIASES = ("joblib", "submitit_local", "submitit_slurm", "ray")
 
 _CONFIGS_MODULE = "hydra_plugins.areal_conf_plugin._configs"
 

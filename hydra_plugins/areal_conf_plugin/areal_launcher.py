@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.plugins.launcher import Launcher
 
+from areal_conf.hydra_names import LAUNCHER_TARGET
+
 if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
 #: ``_target_`` of this launcher (also used by ``_core`` to refuse nesting it in itself).
-TARGET = "hydra_plugins.areal_conf_plugin.areal_launcher.AReaLLauncher"
+TARGET = LAUNCHER_TARGET
 
 
 class AReaLLauncher(Launcher):
