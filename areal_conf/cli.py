@@ -423,13 +423,13 @@ def _add_layouts_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--top",
-        type=_whole(1, None, "--top 5"),
+        type=int,
         metavar="K",
         help="with --rank: keep the K predicted fastest",
     )
     parser.add_argument(
         "--tokens-per-step",
-        type=_whole(1, _MOST_TOKENS, f"--tokens-per-step {_RANK_TOKENS_PER_STEP}"),
+        type=int,
         default=_RANK_TOKENS_PER_STEP,
         metavar="N",
         help="with --rank: tokens of one optimizer step over all data-parallel ranks "

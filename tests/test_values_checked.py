@@ -82,16 +82,6 @@ ROWS = {
         ("argument --context-tokens", "from 1", "'0'"),
         fix=False,
     ),
-    "layouts --top -2": Bad(
-        ("layouts", "fsdp", "--gpus", "8", "--rank", "--top", "-2"),
-        ("argument --top", "'-2'"),
-        fix=False,
-    ),
-    "layouts --tokens-per-step 0": Bad(
-        ("layouts", "fsdp", "--gpus", "8", "--rank", "--tokens-per-step", "0"),
-        ("argument --tokens-per-step", "'0'"),
-        fix=False,
-    ),
     "layouts --max-tp 0": Bad(
         ("layouts", "fsdp", "--gpus", "8", "--max-tp", "0"), ("argument --max-tp",), fix=False
     ),
