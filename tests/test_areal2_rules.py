@@ -1057,7 +1057,9 @@ def test_bad_input_is_one_message_and_exit_2(
     result = train("--config-dir", str(HERMES), "--config-name", "config", *row.args)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    message = result.stderr.split("error: invalid allocation\n", 1)[1]
+    # a bad environment variable is a setting, not the config's allocation
+    heading = "error: invalid setting\n" if row.env else "error: invalid allocation\n"
+    message = result.stderr.split(heading, 1)[1]
     assert message.startswith(f"{row.key}: "), message
     assert message.count("\nhint: ") == 1, message
 
