@@ -1,4 +1,5 @@
-"""The README's ``console`` blocks print what the commands print today.
+"""The ``console`` blocks of the README and the docs pages print what the commands print
+today, and every link between those pages leads to a file and a heading that exist.
 
 Each ``$ command`` followed by output lines is run from the repository root (stdout and
 stderr together, as a terminal shows them) and compared line by line; ``…`` in an
@@ -23,9 +24,13 @@ class Example:
     status: int | None = None
 
 
+#: The README and the pages it leads to.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def console_examples() -> list[Example]:
-    """Each checked ``$ command`` of the README's console blocks."""
-    text = (ROOT / "README.md").read_text()
+    """Each checked ``$ command`` of the pages' console blocks."""
+    text = "\n".join(page.read_text() for page in PAGES)
     examples: list[Example] = []
     for block in re.findall(r"```console\n(.*?)```", text, flags=re.S):
         lines = block.splitlines()
@@ -49,9 +54,21 @@ EXAMPLES = console_examples()
 
 
 def test_the_readme_has_console_examples() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for command in (
+        "python train.py",
+        "python train.py actor.backend=fsdp:d4p2",
+        "python -m areal_conf check python tests/standin_driver.py",
+        "python -m areal_conf suggest --gpu h100",
+    ):
+        assert f"\n$ {command}" in readme
+        assert any(example.command.startswith(command) for example in EXAMPLES)
+
+
+def test_each_command_is_shown_once() -> None:
+    """An example lives on one page; the others link to it."""
     commands = [example.command for example in EXAMPLES]
-    assert "python train.py" in commands
-    assert "python train.py actor.backend=fsdp:d4p2" in commands
+    assert sorted(c for c in set(commands) if commands.count(c) > 1) == []
 
 
 @pytest.mark.e2e
@@ -70,3 +87,29 @@ def test_readme_console_block(example: Example, tmp_path: Path) -> None:
         assert re.fullmatch(pattern, line), (line, want)
     if status is not None:
         assert out.returncode == status
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, blanks to '-'."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # not a shell comment
+    return {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_link_leads_to_a_file_and_heading_that_exist(page: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no such heading")
+    assert broken == []
