@@ -24,7 +24,7 @@ from typing import Final
 
 from areal_conf.allocation import ModelAllocation
 from areal_conf.backends import join_or
-from areal_conf.checks import Context, colocate
+from areal_conf.checks import Context, colocate, same_gpus_layout
 from areal_conf.engines import replica_mismatch, replica_text, strategy_key
 from areal_conf.errors import AllocationError
 from areal_conf.local_gpus import CUDA_ENV
@@ -168,7 +168,7 @@ def _flat_teacher(teacher: Teacher) -> AllocationError:
     key = "teacher.backend" if "backend" in keys else f"teacher.{keys[0]}"
     moved = ", ".join(k for k in keys if k not in ("backend", "path"))
     backend_text = f'"{backend}"' if backend else "<a training layout>"
-    inference = _inference_equivalent(backend)
+    inference = same_gpus_layout(backend, "inference")
     return AllocationError(
         f"{key}: AReaL 2.0 has no flat teacher: its loader rejects "
         f"{', '.join('teacher.' + k for k in keys[:3])}{', ...' if len(keys) > 3 else ''} "
@@ -184,21 +184,6 @@ def _flat_teacher(teacher: Teacher) -> AllocationError:
         f'the teacher for inference: teacher.rollout.backend: "{inference}" (engine_type '
         "rollout, the default)",
     )
-
-
-def _inference_equivalent(spec: str) -> str:
-    """An inference layout on the GPUs of a training ``spec``."""
-    from areal_conf.parser import parse_backend
-
-    try:
-        alloc = parse_backend(spec)
-    except AllocationError:
-        return "sglang:d1t4"
-    p = alloc.parallel
-    if alloc.is_inference:
-        return str(alloc)
-    instances = alloc.world_size // p.tp_size
-    return f"sglang:d{instances}" + (f"t{p.tp_size}" if p.tp_size > 1 else "")
 
 
 def check_load_keys(ctx: Context) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from areal_conf.areal_versions import RulesChoice
 from areal_conf.engines import (
@@ -203,7 +203,7 @@ def check_teacher_layout_1_0(ctx: Context) -> None:
     if not nested:
         return
     backend = teacher.train_backend or teacher.rollout_backend
-    layout = _training_equivalent(backend) if isinstance(backend, str) else "fsdp:d1t4"
+    layout = same_gpus_layout(backend if isinstance(backend, str) else "", "training")
     raise AllocationError(
         f"teacher.{nested[0]}: AReaL 1.0 has no teacher.engine_type, teacher.rollout or "
         "teacher.train (its loader raises ConfigKeyError): its teacher is a training engine "
@@ -216,19 +216,23 @@ def check_teacher_layout_1_0(ctx: Context) -> None:
     )
 
 
-def _training_equivalent(spec: str) -> str:
-    """A training layout on the GPUs of ``spec`` (an inference teacher in 1.0's form)."""
+def same_gpus_layout(spec: str, kind: Literal["inference", "training"]) -> str:
+    """A layout of ``kind`` on the GPUs of ``spec``, for a teacher moved between AReaL
+    1.0's form (a training engine) and 2.0's (inference or training): ``spec`` itself when
+    it is of that kind, else sglang or fsdp with its tensor parallelism kept and one data
+    rank (a server instance) for each tensor-parallel group; a small default when ``spec``
+    does not parse."""
     from areal_conf.parser import parse_backend
 
+    backend = "sglang" if kind == "inference" else "fsdp"
     try:
         alloc = parse_backend(spec)
     except AllocationError:
-        return "fsdp:d1t4"
-    if not alloc.is_inference:
+        return f"{backend}:d1t4"
+    if alloc.is_inference == (kind == "inference"):
         return str(alloc)
-    p = alloc.parallel
-    body = f"d{p.dp_size * p.pp_size}" + (f"t{p.tp_size}" if p.tp_size > 1 else "")
-    return f"fsdp:{body}"
+    tp = alloc.parallel.tp_size
+    return f"{backend}:d{alloc.world_size // tp}" + (f"t{tp}" if tp > 1 else "")
 
 
 def capacity_everywhere(ctx: Context) -> None:
