@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from areal_conf import areal2_rules as v2
-from areal_conf.areal_versions import RulesChoice, choose_rules
+from areal_conf.areal_versions import RulesChoice, choose_rules, supported_version
 from areal_conf.arguments import text
 from areal_conf.checks import (
     Check,
@@ -144,7 +144,9 @@ def validate(
     settings = optional_settings(settings)
     if settings is None:
         settings = default_settings(areal_version=areal_version)
-    choice = choose_rules(settings.areal_version or areal_version)
+    elif areal_version is not None and settings.areal_version is not None:
+        _one_version(areal_version, settings.areal_version)
+    choice = choose_rules(areal_version or settings.areal_version)
     legacy = read_allocation_mode(cfg) if isinstance(cfg, Mapping) else ""
     if legacy not in (None, ""):
         try:  # to say whether the engines' own backends agree with it (it comes first)
@@ -171,6 +173,21 @@ def validate(
         check = _whole_check(cfg, choice, settings)
         raise _checked(error, pasteable(error.hint, run), check) from None
     return ctx.plan()
+
+
+def _one_version(argument: str, in_settings: str) -> None:
+    """``validate``'s ``areal_version`` and ``settings.areal_version``, both given, name
+    the same AReaL version; else an AllocationError (neither silently wins)."""
+    given = supported_version(argument, where="areal_version")
+    if given != supported_version(in_settings, where="settings.areal_version"):
+        raise AllocationError(
+            f"areal_version={argument!r} and settings.areal_version={in_settings!r} name "
+            "different AReaL versions",
+            None,
+            None,
+            hint=f"give the version once, e.g. areal_version={given!r} with settings whose "
+            "areal_version is None",
+        )
 
 
 def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> AllocationError:

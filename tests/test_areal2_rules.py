@@ -20,7 +20,7 @@ from areal_conf import AllocationError, validate
 from areal_conf.areal_versions import VERSION_ENV, choose_rules
 from areal_conf.local_gpus import machine_gpus
 from areal_conf.report import plan_table
-from areal_conf.settings import DEVICE_DIR_ENV
+from areal_conf.settings import DEVICE_DIR_ENV, Settings
 
 DROP = object()  # a change that removes the key
 
@@ -962,6 +962,20 @@ def test_a_version_that_is_not_supported_is_one_error(value: str) -> None:
     assert "1.0 or 2.0" in info.value.reason
 
 
+def test_validate_takes_the_version_once() -> None:
+    """``areal_version`` and ``settings.areal_version`` name the version: either one alone
+    decides, the same one twice is fine, two different ones are an error (neither wins)."""
+    cfg = rl()
+    for given, in_settings in (("1.0", None), (None, "1.0"), ("1.0", "1.0")):
+        plan = validate(cfg, areal_version=given, settings=Settings(areal_version=in_settings))
+        assert plan.to_dict()["areal_rules"]["version"] == "1.0"
+    with pytest.raises(AllocationError) as info:
+        validate(cfg, areal_version="1.0", settings=Settings(areal_version="2.0"))
+    assert info.value.reason == (
+        "areal_version='1.0' and settings.areal_version='2.0' name different AReaL versions"
+    )
+
+
 def test_the_installed_areal_decides(tmp_path: Path) -> None:
     """An ``areal`` distribution on the path chooses its rules, in a fresh interpreter."""
     dist = tmp_path / "areal-1.0.4.dist-info"
@@ -1007,7 +1021,6 @@ def test_fsdp_memory_follows_the_storage_dtype(
 ) -> None:
     from areal_conf.memory import parameter_count
     from areal_conf.model_shape import model_shape
-    from areal_conf.settings import Settings
 
     cfg = rl(**changes)
     settings = Settings(areal_version=version, model=QWEN_7B, model_from="test")
