@@ -187,12 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "id) or sizes such as num_layers=48; default: from the config's actor.path "
         "(environment: AREAL_CONF_MODEL)",
     )
-    explain.add_argument(
-        "--gpu-memory-gb",
-        metavar="GB",
-        help="with --config: memory of one GPU in GB (10^9 bytes), default 80 "
-        "(environment: AREAL_CONF_GPU_MEMORY_GB)",
-    )
+    _add_gpu_memory_option(explain, "with --config: ")
     _add_gpu_option(explain)
     _add_version_option(explain)
     explain.set_defaults(run=_explain)
@@ -262,12 +257,7 @@ def _add_command_verbs(commands: Any) -> None:
             "examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
             "scheduler.type=slurm",
         )
-        parser.add_argument(
-            "--gpu-memory-gb",
-            metavar="GB",
-            help="memory of one GPU in GB (10^9 bytes), default 80 "
-            "(environment: AREAL_CONF_GPU_MEMORY_GB)",
-        )
+        _add_gpu_memory_option(parser)
         _add_gpu_option(parser)
         _add_model_option(
             parser,
@@ -356,6 +346,16 @@ def _add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
+def _add_gpu_memory_option(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """``--gpu-memory-gb``, the same on every verb (``when``: which of the verb's uses)."""
+    parser.add_argument(
+        "--gpu-memory-gb",
+        metavar="GB",
+        help=f"{when}memory of one GPU in GB (10^9 bytes); default: the --gpu's, else "
+        f"{DEFAULT_GPU_MEMORY_GB:g} (environment: AREAL_CONF_GPU_MEMORY_GB)",
+    )
+
+
 def _add_gpu_option(parser: argparse.ArgumentParser) -> None:
     from areal_conf.hardware import HARDWARE
 
@@ -407,12 +407,7 @@ def _add_layouts_command(commands: Any) -> None:
         help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
         "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
     )
-    parser.add_argument(
-        "--gpu-memory-gb",
-        metavar="GB",
-        help="memory of one GPU in GB (10^9 bytes) for --fits and --rank; default: the "
-        f"--gpu's, else {DEFAULT_GPU_MEMORY_GB:g}",
-    )
+    _add_gpu_memory_option(parser, "for --fits and --rank: ")
     _add_gpu_option(parser)
     parser.add_argument(
         "--rank",
@@ -728,11 +723,7 @@ def _add_suggest_command(commands: Any) -> None:
         metavar="K",
         help="layouts to show per engine (default 3)",
     )
-    parser.add_argument(
-        "--gpu-memory-gb",
-        metavar="GB",
-        help="memory of one GPU in GB (10^9 bytes); default: the --gpu's, else 80",
-    )
+    _add_gpu_memory_option(parser)
     _add_gpu_option(parser)
     _add_mean_response_option(parser)
     _add_model_option(

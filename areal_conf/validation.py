@@ -133,8 +133,9 @@ def validate(
     """Check a composed config and return its allocation plan.
 
     ``areal_version`` (``"1.0"``, ``"2.0"``) chooses AReaL's rules, as ``--areal-version``
-    does (so does ``settings.areal_version``; given both, they must agree); otherwise ``AREAL_CONF_AREAL_VERSION``, the installed ``areal`` or the newest
-    supported version decide. ``settings`` are areal-conf's other knobs (a GPU's memory,
+    does (so does ``settings.areal_version``; given both, they must agree); otherwise
+    ``AREAL_CONF_AREAL_VERSION``, the installed ``areal`` or the newest supported version
+    decide. ``settings`` are areal-conf's other knobs (a GPU's memory,
     the model's shape); by default they come from the environment
     (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_GPU``, ``AREAL_CONF_MODEL``), or from the
     command line of ``python -m areal_conf sweep`` while it runs.
