@@ -86,7 +86,7 @@ def suggest_for_command(
     from areal_conf.areal_versions import choose_rules
     from areal_conf.model_shape import model_shape, resolve_model
     from areal_conf.reading import read_config
-    from areal_conf.settings import default_settings
+    from areal_conf.settings import default_settings, gpu_memory_of
     from areal_conf.speed import gpu_for_speed
     from areal_conf.suggest import suggest, suggestion_text
 
@@ -116,7 +116,7 @@ def suggest_for_command(
             "Hugging Face id> (or AREAL_CONF_MODEL)",
         )
     gpu, said = gpu_for_speed(settings.gpu)
-    memory_gb = settings.gpu_memory_gb or run.cluster.gpu_memory_gb or gpu.hbm_gb
+    memory_gb, _, _ = gpu_memory_of(settings, run.cluster.gpu_memory_gb)
     found = suggest(
         run,
         plan,

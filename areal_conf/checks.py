@@ -30,12 +30,11 @@ from areal_conf.engines import (
 from areal_conf.errors import AllocationError
 from areal_conf.fit import MemoryCheck, Recheck, check_memory
 from areal_conf.local_gpus import GpuCount, gpus_per_node
-from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan import EnginePlan, Plan, SchedulerRules, Slot, place, placement_warnings
 from areal_conf.reading import RunConfig
 from areal_conf.roles import ROLE_NAMES
-from areal_conf.settings import Settings
+from areal_conf.settings import Settings, gpu_memory_of
 
 
 @dataclass
@@ -426,12 +425,5 @@ def predict_step_times(ctx: Context) -> None:
 
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:
-    """A GPU's memory in GB, where it came from (the setting, the config) and whether it
-    is assumed (no one said: the default, against which memory warns about what a GPU
-    areal-conf knows would hold)."""
-    settings = ctx.settings
-    if settings.gpu_memory_gb is not None:
-        return settings.gpu_memory_gb, settings.gpu_memory_from, False
-    if ctx.run.cluster.gpu_memory_gb is not None:
-        return ctx.run.cluster.gpu_memory_gb, "cluster.gpu_memory_gb", False
-    return DEFAULT_GPU_MEMORY_GB, "assumed", True
+    """A GPU's memory in GB for this config: see :func:`areal_conf.settings.gpu_memory_of`."""
+    return gpu_memory_of(ctx.settings, ctx.run.cluster.gpu_memory_gb)

@@ -15,13 +15,18 @@ from areal_conf.all_layouts import layouts
 from areal_conf.backends import BACKENDS, MAX_SIZE, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.explain import explain_config, explain_specs
-from areal_conf.memory import DEFAULT_GPU_MEMORY_GB
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.report import columns, decode_rows, memory_text, plan_report, ranked_layout_rows
 from areal_conf.roles import ROLE_NAMES
-from areal_conf.settings import Settings, from_environment, positive_gb
+from areal_conf.settings import (
+    DEFAULT_GPU_MEMORY_GB,
+    Settings,
+    from_environment,
+    gpu_memory_of,
+    positive_gb,
+)
 from areal_conf.sweeps import (
     check_engine_kind,
     check_engine_name,
@@ -563,12 +568,9 @@ def _layouts(args: argparse.Namespace) -> None:
         print("\n".join(shown))
 
 
-def _gpu_memory_gb(args: argparse.Namespace, default: float = DEFAULT_GPU_MEMORY_GB) -> float:
-    """--gpu-memory-gb, else --gpu's memory, else the environment's, else ``default``."""
-    if args.gpu_memory_gb is not None:
-        return positive_gb(args.gpu_memory_gb, "--gpu-memory-gb")
-    given = settings_from(args).gpu_memory_gb
-    return default if given is None else given
+def _gpu_memory_gb(args: argparse.Namespace) -> float:
+    """--gpu-memory-gb, else --gpu's memory, else the environment's, else the default."""
+    return gpu_memory_of(settings_from(args))[0]
 
 
 def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
@@ -600,7 +602,7 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
 
     shape = model_shape_of(model)
     gpu, said = gpu_for_speed(settings_from(args).gpu)
-    gpu_memory_gb = _gpu_memory_gb(args, default=gpu.hbm_gb)
+    gpu_memory_gb = _gpu_memory_gb(args)
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
     if BACKENDS[args.backend].kind == "inference":
         _ranked_inference(args, shape, gpu, said, engine, per_node)

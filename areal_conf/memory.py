@@ -95,6 +95,7 @@ from areal_conf.arguments import choice, flag, fraction, optional_flag, optional
 from areal_conf.arguments import whole as whole_number
 from areal_conf.errors import AllocationError
 from areal_conf.model_shape import ModelShape, shape_of
+from areal_conf.settings import DEFAULT_GPU_MEMORY_GB
 
 GB: Final = 1e9  # the papers' unit, and cluster.gpu_memory_gb's
 
@@ -132,7 +133,6 @@ MIN_FIX_TOKENS: Final = 1024
 # AReaL's defaults (areal/api/cli_args.py): SGLangConfig.mem_fraction_static and
 # vLLMConfig.gpu_memory_utilization are both 0.9.
 DEFAULT_MEM_FRACTION: Final = {"sglang": 0.9, "vllm": 0.9}
-DEFAULT_GPU_MEMORY_GB: Final = 80.0
 
 _DTYPE_BYTES: Final = {
     "float32": 4,

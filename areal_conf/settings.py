@@ -68,6 +68,22 @@ class Settings:
     machine_gpus: GpuCount | None = None
 
 
+#: The memory of one GPU when nothing says (an H100's, the most common training GPU).
+DEFAULT_GPU_MEMORY_GB: Final = 80.0
+
+
+def gpu_memory_of(settings: Settings, config_gb: float | None = None) -> tuple[float, str, bool]:
+    """A GPU's memory in GB, where it came from, and whether it is assumed: areal-conf's
+    setting (``--gpu-memory-gb``, ``--gpu``, or their environment variables), else the
+    config's (``cluster.gpu_memory_gb`` of areal-conf's own configs), else
+    :data:`DEFAULT_GPU_MEMORY_GB` (assumed: what does not fit it is a warning only)."""
+    if settings.gpu_memory_gb is not None:
+        return settings.gpu_memory_gb, settings.gpu_memory_from, False
+    if config_gb is not None:
+        return config_gb, "cluster.gpu_memory_gb", False
+    return DEFAULT_GPU_MEMORY_GB, "assumed", True
+
+
 def optional_settings(settings: object) -> Settings | None:
     """The ``settings`` argument of a public function: a :class:`Settings` or None."""
     if settings is None or isinstance(settings, Settings):
