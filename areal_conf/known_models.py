@@ -1,5 +1,10 @@
 """The shapes of well-known models, by Hugging Face id, for when ``config.json`` is not at hand.
 
+The table is data, ``areal_conf/data/known_models.toml``: the networks (``[shapes.*]``)
+and the models that name one, with the keys where a model differs from its network
+(``[models."org/name"]``). This module reads it, once, and says where its numbers come
+from.
+
 An AReaL config names its model in ``actor.path``; when that is a Hub id such as
 ``Qwen/Qwen3-8B`` that is neither a local directory nor in the local Hugging Face cache,
 areal-conf looks the id up here instead of downloading anything. Each entry holds the
@@ -42,7 +47,7 @@ keep the bf16 model's ``config.json`` and add a ``quantization_config`` (compare
 Qwen3-32B and Qwen3-30B-A3B pairs below), so it has Qwen3-1.7B's entry. The memory
 model counts its weights at the engine's ``dtype``, as for any other checkpoint.
 
-Four entries go beyond a literal copy, each marked in the table:
+Four entries go beyond a literal copy, each marked in the data file:
 
 * DeepSeek-V3 / R1 state ``n_shared_experts: 1`` with ``moe_intermediate_size: 2048``;
   ``moe_shared_expert_ffn_hidden_size`` is their product, 2048. The first three of the 61
@@ -148,378 +153,32 @@ Where the numbers come from (each family checked against at least two of these):
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping
+from importlib.resources import files
 from types import MappingProxyType
 from typing import Final
 
 Entry = Mapping[str, int | bool]
 
-
-def _entry(base: Mapping[str, int | bool], **changes: int | bool) -> Entry:
-    """A read-only entry: ``base`` with ``changes`` applied."""
-    return MappingProxyType({**base, **changes})
+#: The data file, in this package.
+DATA: Final = "data/known_models.toml"
 
 
-# -- Qwen2.5 -----------------------------------------------------------------------------
-# The base models state max_position_embeddings 32768 (0.5B, 3B) or 131072 (1.5B, 7B and
-# up); every Instruct model states 32768. 0.5B, 1.5B and 3B tie their embeddings.
-# Qwen2-1.5B, Qwen2.5-Math-1.5B and DeepSeek-R1-Distill-Qwen-1.5B have the 1.5B sizes,
-# Qwen2.5-VL-3B's language model the 3B sizes.
+def _load() -> dict[str, Entry]:
+    """Every model of :data:`DATA`: its network's keys with its own on top, read-only."""
+    data = tomllib.loads(files("areal_conf").joinpath(DATA).read_text(encoding="utf-8"))
+    shapes = data["shapes"]
+    return {
+        model_id: MappingProxyType(
+            {**shapes[entry["shape"]], **{k: v for k, v in entry.items() if k != "shape"}}
+        )
+        for model_id, entry in data["models"].items()
+    }
 
-_QWEN25_SMALL: Final = {"vocab_size": 151936, "tie_word_embeddings": True}
-_QWEN25_LARGE: Final = {"vocab_size": 152064, "tie_word_embeddings": False}
-_QWEN25_0_5B: Final = {
-    "num_layers": 24,
-    "hidden_size": 896,
-    "ffn_hidden_size": 4864,
-    "num_attention_heads": 14,
-    "num_kv_heads": 2,
-    **_QWEN25_SMALL,
-}
-_QWEN25_1_5B: Final = {
-    "num_layers": 28,
-    "hidden_size": 1536,
-    "ffn_hidden_size": 8960,
-    "num_attention_heads": 12,
-    "num_kv_heads": 2,
-    **_QWEN25_SMALL,
-}
-_QWEN25_3B: Final = {
-    "num_layers": 36,
-    "hidden_size": 2048,
-    "ffn_hidden_size": 11008,
-    "num_attention_heads": 16,
-    "num_kv_heads": 2,
-    **_QWEN25_SMALL,
-}
-_QWEN25_7B: Final = {
-    "num_layers": 28,
-    "hidden_size": 3584,
-    "ffn_hidden_size": 18944,
-    "num_attention_heads": 28,
-    "num_kv_heads": 4,
-    **_QWEN25_LARGE,
-}
-_QWEN25_14B: Final = {
-    "num_layers": 48,
-    "hidden_size": 5120,
-    "ffn_hidden_size": 13824,
-    "num_attention_heads": 40,
-    "num_kv_heads": 8,
-    **_QWEN25_LARGE,
-}
-_QWEN25_32B: Final = {
-    "num_layers": 64,
-    "hidden_size": 5120,
-    "ffn_hidden_size": 27648,
-    "num_attention_heads": 40,
-    "num_kv_heads": 8,
-    **_QWEN25_LARGE,
-}
-_QWEN25_72B: Final = {
-    "num_layers": 80,
-    "hidden_size": 8192,
-    "ffn_hidden_size": 29568,
-    "num_attention_heads": 64,
-    "num_kv_heads": 8,
-    **_QWEN25_LARGE,
-}
-
-# -- Qwen3 -------------------------------------------------------------------------------
-# head_dim 128 is stated explicitly (0.6B: not hidden_size / heads = 64). The post-trained
-# models state max_position_embeddings 40960, the -Base models 32768. 0.6B, 1.7B and 4B
-# tie their embeddings. Qwen3-32B and Qwen3-235B-A22B have no -Base release.
-
-_QWEN3: Final = {"head_dim": 128, "vocab_size": 151936}
-_QWEN3_0_6B: Final = {
-    "num_layers": 28,
-    "hidden_size": 1024,
-    "ffn_hidden_size": 3072,
-    "num_attention_heads": 16,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": True,
-    **_QWEN3,
-}
-_QWEN3_1_7B: Final = {
-    "num_layers": 28,
-    "hidden_size": 2048,
-    "ffn_hidden_size": 6144,
-    "num_attention_heads": 16,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": True,
-    **_QWEN3,
-}
-_QWEN3_4B: Final = {
-    "num_layers": 36,
-    "hidden_size": 2560,
-    "ffn_hidden_size": 9728,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": True,
-    **_QWEN3,
-}
-_QWEN3_8B: Final = {
-    "num_layers": 36,
-    "hidden_size": 4096,
-    "ffn_hidden_size": 12288,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": False,
-    **_QWEN3,
-}
-_QWEN3_14B: Final = {
-    "num_layers": 40,
-    "hidden_size": 5120,
-    "ffn_hidden_size": 17408,
-    "num_attention_heads": 40,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": False,
-    **_QWEN3,
-}
-_QWEN3_32B: Final = {
-    "num_layers": 64,
-    "hidden_size": 5120,
-    "ffn_hidden_size": 25600,
-    "num_attention_heads": 64,
-    "num_kv_heads": 8,
-    "tie_word_embeddings": False,
-    **_QWEN3,
-}
-_QWEN3_30B_A3B: Final = {
-    "num_layers": 48,
-    "hidden_size": 2048,
-    "ffn_hidden_size": 6144,
-    "num_attention_heads": 32,
-    "num_kv_heads": 4,
-    "num_experts": 128,
-    "moe_ffn_hidden_size": 768,
-    "moe_router_topk": 8,
-    "tie_word_embeddings": False,
-    **_QWEN3,
-}
-_QWEN3_235B_A22B: Final = {
-    "num_layers": 94,
-    "hidden_size": 4096,
-    "ffn_hidden_size": 12288,
-    "num_attention_heads": 64,
-    "num_kv_heads": 4,
-    "num_experts": 128,
-    "moe_ffn_hidden_size": 1536,
-    "moe_router_topk": 8,
-    "tie_word_embeddings": False,
-    **_QWEN3,
-}
-
-# -- Qwen3.5 / Qwen3.6 MoE (hybrid attention; see the module docstring) -----------------
-# The keys describe the 10 gated full-attention layers' heads; the other 30 layers are
-# Gated DeltaNet linear attention, which the keys cannot express.
-_QWEN35_35B_A3B: Final = {
-    "num_layers": 40,
-    "hidden_size": 2048,
-    # the config states no intermediate_size (every layer is MoE): moe_intermediate_size
-    "ffn_hidden_size": 512,
-    "num_attention_heads": 16,
-    "num_kv_heads": 2,
-    "head_dim": 256,
-    "vocab_size": 248320,
-    "num_experts": 256,
-    "moe_ffn_hidden_size": 512,
-    "moe_shared_expert_ffn_hidden_size": 512,
-    "moe_router_topk": 8,
-    "max_seq_len": 262144,
-    "tie_word_embeddings": False,
-}
-
-# -- Llama 3.x ---------------------------------------------------------------------------
-# Llama 3 states max_position_embeddings 8192, Llama 3.1 / 3.2 / 3.3 131072. The Llama
-# 3.2 configs state head_dim (equal to hidden_size / heads) and tie their embeddings.
-# The Instruct models share their base model's shape.
-
-_LLAMA3: Final = {"vocab_size": 128256, "tie_word_embeddings": False}
-_LLAMA3_8B: Final = {
-    "num_layers": 32,
-    "hidden_size": 4096,
-    "ffn_hidden_size": 14336,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    **_LLAMA3,
-}
-_LLAMA3_70B: Final = {
-    "num_layers": 80,
-    "hidden_size": 8192,
-    "ffn_hidden_size": 28672,
-    "num_attention_heads": 64,
-    "num_kv_heads": 8,
-    **_LLAMA3,
-}
-_LLAMA31_405B: Final = {
-    "num_layers": 126,
-    "hidden_size": 16384,
-    "ffn_hidden_size": 53248,
-    "num_attention_heads": 128,
-    "num_kv_heads": 8,
-    "max_seq_len": 131072,
-    **_LLAMA3,
-}
-_LLAMA32_1B: Final = {
-    "num_layers": 16,
-    "hidden_size": 2048,
-    "ffn_hidden_size": 8192,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "head_dim": 64,
-    "vocab_size": 128256,
-    "max_seq_len": 131072,
-    "tie_word_embeddings": True,
-}
-_LLAMA32_3B: Final = {
-    "num_layers": 28,
-    "hidden_size": 3072,
-    "ffn_hidden_size": 8192,
-    "num_attention_heads": 24,
-    "num_kv_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 128256,
-    "max_seq_len": 131072,
-    "tie_word_embeddings": True,
-}
-
-# -- DeepSeek-V3 -------------------------------------------------------------------------
-_DEEPSEEK_V3: Final = {
-    "num_layers": 61,
-    "hidden_size": 7168,
-    "ffn_hidden_size": 18432,
-    "num_attention_heads": 128,
-    "num_kv_heads": 128,
-    "vocab_size": 129280,
-    "num_experts": 256,
-    "moe_ffn_hidden_size": 2048,
-    # n_shared_experts (1) * moe_intermediate_size (2048); the config states no
-    # shared_expert_intermediate_size.
-    "moe_shared_expert_ffn_hidden_size": 2048,
-    "moe_router_topk": 8,
-    "max_seq_len": 163840,
-    "tie_word_embeddings": False,
-}
-
-# -- Mixtral -----------------------------------------------------------------------------
-# The experts are intermediate_size wide (no moe_intermediate_size in the config).
-_MIXTRAL_8X7B: Final = {
-    "num_layers": 32,
-    "hidden_size": 4096,
-    "ffn_hidden_size": 14336,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "vocab_size": 32000,
-    "num_experts": 8,
-    "moe_ffn_hidden_size": 14336,
-    "moe_router_topk": 2,
-    "max_seq_len": 32768,
-    "tie_word_embeddings": False,
-}
-_MIXTRAL_8X22B: Final = {
-    "num_layers": 56,
-    "hidden_size": 6144,
-    "ffn_hidden_size": 16384,
-    "num_attention_heads": 48,
-    "num_kv_heads": 8,
-    "vocab_size": 32000,
-    "num_experts": 8,
-    "moe_ffn_hidden_size": 16384,
-    "moe_router_topk": 2,
-    "max_seq_len": 65536,
-    "tie_word_embeddings": False,
-}
 
 #: Well-known models by exact Hugging Face id -> model-section keys (read-only entries).
-KNOWN_MODELS: Final[dict[str, Mapping[str, int | bool]]] = {
-    # Qwen2.5
-    "Qwen/Qwen2.5-0.5B": _entry(_QWEN25_0_5B, max_seq_len=32768),
-    "Qwen/Qwen2.5-0.5B-Instruct": _entry(_QWEN25_0_5B, max_seq_len=32768),
-    "Qwen/Qwen2.5-1.5B": _entry(_QWEN25_1_5B, max_seq_len=131072),
-    "Qwen/Qwen2.5-1.5B-Instruct": _entry(_QWEN25_1_5B, max_seq_len=32768),
-    "Qwen/Qwen2.5-3B": _entry(_QWEN25_3B, max_seq_len=32768),
-    "Qwen/Qwen2.5-3B-Instruct": _entry(_QWEN25_3B, max_seq_len=32768),
-    "Qwen/Qwen2.5-7B": _entry(_QWEN25_7B, max_seq_len=131072),
-    "Qwen/Qwen2.5-7B-Instruct": _entry(_QWEN25_7B, max_seq_len=32768),
-    "Qwen/Qwen2.5-14B": _entry(_QWEN25_14B, max_seq_len=131072),
-    "Qwen/Qwen2.5-14B-Instruct": _entry(_QWEN25_14B, max_seq_len=32768),
-    "Qwen/Qwen2.5-32B": _entry(_QWEN25_32B, max_seq_len=131072),
-    "Qwen/Qwen2.5-32B-Instruct": _entry(_QWEN25_32B, max_seq_len=32768),
-    "Qwen/Qwen2.5-72B": _entry(_QWEN25_72B, max_seq_len=131072),
-    "Qwen/Qwen2.5-72B-Instruct": _entry(_QWEN25_72B, max_seq_len=32768),
-    "Qwen/Qwen2.5-Coder-7B-Instruct": _entry(_QWEN25_7B, max_seq_len=32768),
-    "Qwen/Qwen2.5-Coder-32B-Instruct": _entry(_QWEN25_32B, max_seq_len=32768),
-    "Qwen/Qwen2.5-Math-1.5B": _entry(_QWEN25_1_5B, max_seq_len=4096),
-    # the language model of the vision-language model (the vision tower is not counted)
-    "Qwen/Qwen2.5-VL-3B-Instruct": _entry(_QWEN25_3B, max_seq_len=128000),
-    # Qwen2
-    "Qwen/Qwen2-1.5B-Instruct": _entry(_QWEN25_1_5B, max_seq_len=32768),
-    # distilled into Qwen2.5-Math-1.5B's network, but with untied embeddings
-    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": _entry(
-        _QWEN25_1_5B, tie_word_embeddings=False, max_seq_len=131072
-    ),
-    # Qwen3 dense
-    "Qwen/Qwen3-0.6B": _entry(_QWEN3_0_6B, max_seq_len=40960),
-    "Qwen/Qwen3-0.6B-Base": _entry(_QWEN3_0_6B, max_seq_len=32768),
-    "Qwen/Qwen3-1.7B": _entry(_QWEN3_1_7B, max_seq_len=40960),
-    "Qwen/Qwen3-1.7B-Base": _entry(_QWEN3_1_7B, max_seq_len=32768),
-    # FP8 weights; the config.json is Qwen3-1.7B's plus a quantization_config
-    "Qwen/Qwen3-1.7B-FP8": _entry(_QWEN3_1_7B, max_seq_len=40960),
-    "Qwen/Qwen3-4B": _entry(_QWEN3_4B, max_seq_len=40960),
-    "Qwen/Qwen3-4B-Base": _entry(_QWEN3_4B, max_seq_len=32768),
-    "Qwen/Qwen3-8B": _entry(_QWEN3_8B, max_seq_len=40960),
-    "Qwen/Qwen3-8B-Base": _entry(_QWEN3_8B, max_seq_len=32768),
-    "Qwen/Qwen3-14B": _entry(_QWEN3_14B, max_seq_len=40960),
-    "Qwen/Qwen3-14B-Base": _entry(_QWEN3_14B, max_seq_len=32768),
-    "Qwen/Qwen3-32B": _entry(_QWEN3_32B, max_seq_len=40960),
-    # Qwen3 MoE
-    "Qwen/Qwen3-30B-A3B": _entry(_QWEN3_30B_A3B, max_seq_len=40960),
-    "Qwen/Qwen3-30B-A3B-Base": _entry(_QWEN3_30B_A3B, max_seq_len=32768),
-    "Qwen/Qwen3-235B-A22B": _entry(_QWEN3_235B_A22B, max_seq_len=40960),
-    # The coder states a narrower dense FFN and a 256K context; its
-    # shared_expert_intermediate_size is 0 (no shared expert), so the key is left out.
-    "Qwen/Qwen3-Coder-30B-A3B-Instruct": _entry(
-        _QWEN3_30B_A3B, ffn_hidden_size=5472, max_seq_len=262144
-    ),
-    # Qwen3.5 / Qwen3.6 MoE: the language model of the vision-language model
-    "Qwen/Qwen3.5-35B-A3B": _entry(_QWEN35_35B_A3B),
-    "Qwen/Qwen3.6-35B-A3B": _entry(_QWEN35_35B_A3B),
-    # Llama 3
-    "meta-llama/Meta-Llama-3-8B": _entry(_LLAMA3_8B, max_seq_len=8192),
-    "meta-llama/Meta-Llama-3-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=8192),
-    "meta-llama/Meta-Llama-3-70B": _entry(_LLAMA3_70B, max_seq_len=8192),
-    "meta-llama/Meta-Llama-3-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=8192),
-    # Llama 3.1, under its current ids and the Meta-Llama-3.1-* ids it was published as
-    "meta-llama/Llama-3.1-8B": _entry(_LLAMA3_8B, max_seq_len=131072),
-    "meta-llama/Llama-3.1-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=131072),
-    "meta-llama/Llama-3.1-70B": _entry(_LLAMA3_70B, max_seq_len=131072),
-    "meta-llama/Llama-3.1-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
-    "meta-llama/Llama-3.1-405B": _entry(_LLAMA31_405B),
-    "meta-llama/Llama-3.1-405B-Instruct": _entry(_LLAMA31_405B),
-    "meta-llama/Meta-Llama-3.1-8B": _entry(_LLAMA3_8B, max_seq_len=131072),
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": _entry(_LLAMA3_8B, max_seq_len=131072),
-    "meta-llama/Meta-Llama-3.1-70B": _entry(_LLAMA3_70B, max_seq_len=131072),
-    "meta-llama/Meta-Llama-3.1-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
-    "meta-llama/Meta-Llama-3.1-405B": _entry(_LLAMA31_405B),
-    "meta-llama/Meta-Llama-3.1-405B-Instruct": _entry(_LLAMA31_405B),
-    # Llama 3.2 (text) and 3.3
-    "meta-llama/Llama-3.2-1B": _entry(_LLAMA32_1B),
-    "meta-llama/Llama-3.2-1B-Instruct": _entry(_LLAMA32_1B),
-    "meta-llama/Llama-3.2-3B": _entry(_LLAMA32_3B),
-    "meta-llama/Llama-3.2-3B-Instruct": _entry(_LLAMA32_3B),
-    "meta-llama/Llama-3.3-70B-Instruct": _entry(_LLAMA3_70B, max_seq_len=131072),
-    # DeepSeek-V3 and the models that share its shape
-    "deepseek-ai/DeepSeek-V3": _entry(_DEEPSEEK_V3),
-    "deepseek-ai/DeepSeek-V3-Base": _entry(_DEEPSEEK_V3),
-    "deepseek-ai/DeepSeek-R1": _entry(_DEEPSEEK_V3),
-    # Mixtral
-    "mistralai/Mixtral-8x7B-v0.1": _entry(_MIXTRAL_8X7B),
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": _entry(_MIXTRAL_8X7B),
-    "mistralai/Mixtral-8x22B-v0.1": _entry(_MIXTRAL_8X22B),
-    # The Instruct model has the v3 tokenizer's 32768-token vocabulary.
-    "mistralai/Mixtral-8x22B-Instruct-v0.1": _entry(_MIXTRAL_8X22B, vocab_size=32768),
-}
+KNOWN_MODELS: Final[dict[str, Entry]] = _load()
 
 _BY_FOLDED_ID: Final = {model_id.casefold(): model_id for model_id in KNOWN_MODELS}
 
