@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TextIO, TypeVar, cast
 
+from areal_conf.config_nodes import unresolvable
 from areal_conf.errors import AllocationError
 from areal_conf.hydra_errors import OMEGACONF_ERRORS, chain, defined_in, typed_value_error
 from areal_conf.known_keys import UnknownKey
-from areal_conf.reading import is_yaml_error, unparsable_yaml, unresolvable
+from areal_conf.yaml_errors import is_yaml_error, unparsable_yaml
 from areal_conf.yaml_limits import UnreadableYaml
 
 T = TypeVar("T")

@@ -29,7 +29,7 @@ from areal_conf.engines import replica_mismatch, replica_text, strategy_key
 from areal_conf.errors import AllocationError
 from areal_conf.local_gpus import CUDA_ENV
 from areal_conf.plan import EnginePlan
-from areal_conf.reading import EngineSection, Teacher
+from areal_conf.run_config import EngineSection, Teacher
 
 SCHEDULERS: Final = ("local", "slurm", "ray")
 #: How messages name each scheduler.

@@ -32,8 +32,8 @@ from areal_conf.fit import MemoryCheck, Recheck, check_memory
 from areal_conf.local_gpus import GpuCount, gpus_per_node
 from areal_conf.model_shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan import EnginePlan, Plan, SchedulerRules, Slot, place, placement_warnings
-from areal_conf.reading import RunConfig
 from areal_conf.roles import ROLE_NAMES
+from areal_conf.run_config import RunConfig
 from areal_conf.settings import Settings, gpu_memory_of
 
 

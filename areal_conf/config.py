@@ -106,7 +106,7 @@ class EngineConfig:
     keys areal-conf reads; AReaL's other keys of the section pass through."""
 
     # Left as these defaults, a role's section of the schema is no engine (see
-    # areal_conf.reading.is_unset_section).
+    # areal_conf.config_nodes.is_unset_section).
     schema_section: ClassVar[bool] = True
 
     # The JSON Schema describes `backend` per role (what an empty one means, which

@@ -32,7 +32,6 @@ from areal_conf.backends import BACKENDS, join_or
 from areal_conf.errors import AllocationError
 from areal_conf.parser import not_a_backend_string, parse_backend
 from areal_conf.plan import EnginePlan
-from areal_conf.reading import EngineSection, RunConfig
 from areal_conf.roles import (
     INHERIT_FROM,
     KL_ROLE,
@@ -41,6 +40,7 @@ from areal_conf.roles import (
     example_backend,
     example_of_kind,
 )
+from areal_conf.run_config import EngineSection, RunConfig
 
 
 def replica_text(allocation: ModelAllocation) -> str:

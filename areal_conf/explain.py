@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from areal_conf.allocation import ModelAllocation
+from areal_conf.config_nodes import is_mapping
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import UnknownKey, refused_override
 from areal_conf.mesh import DEFAULT_ORDER
 from areal_conf.plan import EnginePlan, Plan, place
-from areal_conf.reading import is_mapping, is_yaml_error, unparsable_yaml
 from areal_conf.report import allocation_report, plan_report
 from areal_conf.settings import Settings
+from areal_conf.yaml_errors import is_yaml_error, unparsable_yaml
 
 
 def compose_config(

@@ -43,7 +43,7 @@ from areal_conf.memory import (
     term_label,
 )
 from areal_conf.model_shape import ModelShape
-from areal_conf.reading import EngineSection, RunConfig
+from areal_conf.run_config import EngineSection, RunConfig
 
 if TYPE_CHECKING:
     from areal_conf.plan import EnginePlan

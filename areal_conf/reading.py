@@ -16,17 +16,26 @@ AllocationError naming the key; a value of the right type that AReaL would refus
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
-import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any, Final
 
 from areal_conf.areal_versions import AReaLVersion, EngineRow
+from areal_conf.config_nodes import (
+    KEYS_SEEN,
+    PRESENT,
+    given_section,
+    has_key,
+    is_absent,
+    is_mapping,
+    is_null,
+    read_bool,
+    read_int,
+    read_number,
+    read_text,
+    read_value,
+    section_at,
+)
 from areal_conf.errors import AllocationError
 from areal_conf.known_keys import check_keys
 from areal_conf.roles import (
@@ -35,7 +44,16 @@ from areal_conf.roles import (
     LEGACY_KEY,
     ROLE,
     TEACHER_LAYOUTS,
-    example_backend,
+)
+from areal_conf.run_config import (
+    Cluster,
+    EngineSection,
+    RunConfig,
+    Strategy,
+    Teacher,
+    Trainer,
+    WorkerSpec,
+    Workload,
 )
 
 #: TeacherConfig's own keys in AReaL 2.0; any other key under ``teacher`` is a 1.0 flat
@@ -51,466 +69,6 @@ TEACHER_KEYS: Final = (
 )
 #: Top-level sections that hold keys, not engines, even when they have a ``backend``.
 NOT_ENGINES: Final = frozenset({"cluster", "scheduler", "model", "hydra"})
-
-
-# --------------------------------------------------------------------- raw access
-
-
-#: While :func:`read_config` reads a config: the keys of each section it has asked about,
-#: by ``id`` (the config, and so every section, lives as long as the read). Most keys the
-#: rules read are absent, and a DictConfig builds its list of keys anew at every ask.
-_KEYS_SEEN: ContextVar[dict[int, frozenset[str]] | None] = ContextVar("keys_seen", default=None)
-#: While :func:`read_config` reads a config: the full keys it found (``actor.offload``).
-_PRESENT: ContextVar[set[str] | None] = ContextVar("present", default=None)
-
-
-def _has(section: Any, key: str) -> bool:
-    seen = _KEYS_SEEN.get()
-    if seen is None:
-        # keys() rather than `in`: a struct-mode DictConfig raises (and formats)
-        # internally for every absent key it is asked about.
-        return key in section.keys()  # noqa: SIM118
-    keys = seen.get(id(section))
-    if keys is None:
-        keys = seen[id(section)] = frozenset(str(k) for k in section.keys())  # noqa: SIM118
-    return key in keys
-
-
-#: ``${a.b.c}``: an interpolation of another key, which :func:`read_value` follows itself
-#: (OmegaConf parses every interpolation with its grammar, the larger part of a read).
-_KEY_INTERPOLATION: Final = re.compile(r"\$\{([A-Za-z_]\w*(?:\.\w+)*)\}")
-_UNREAD: Final = object()  # a value read_value leaves to OmegaConf
-
-
-def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
-    """``section[key]`` (resolving an interpolation) or ``default`` when the key is absent;
-    a value that cannot be resolved is an AllocationError naming ``where``."""
-    if not _has(section, key):
-        return default
-    present = _PRESENT.get()
-    if present is not None:
-        present.add(where)
-    get_node = getattr(section, "_get_node", None)
-    if callable(get_node):
-        value = _node_value(get_node(key), 0)
-        if value is not _UNREAD:
-            return default if value is None and default is not None else value
-    try:
-        return section.get(key, default)
-    except AllocationError:
-        raise
-    except Exception as err:  # an interpolation only the application can resolve
-        get_node = getattr(section, "_get_node", None)
-        node = get_node(key) if callable(get_node) else None
-        written = node._value() if node is not None and hasattr(node, "_value") else None
-        raise unresolvable(where, err, written) from None
-
-
-def _node_value(node: Any, depth: int) -> Any:
-    """What ``get`` returns for an OmegaConf node: the section itself, a plain value, or
-    the value a ``${a.b}`` interpolation names, followed here without OmegaConf's grammar;
-    ``_UNREAD`` for anything else (a resolver, a relative or missing key, ``???``)."""
-    if node is None or depth > 8 or node._is_missing():
-        return _UNREAD
-    if not node._is_interpolation():
-        if node._is_none():
-            return None
-        if isinstance(node, Mapping | Sequence) and not isinstance(node, str):
-            return node
-        return node._value()
-    written = node._value()
-    match = _KEY_INTERPOLATION.fullmatch(written) if isinstance(written, str) else None
-    if match is None:
-        return _UNREAD
-    target: Any = node._get_root()
-    for part in match[1].split("."):
-        child_node = getattr(target, "_get_node", None)
-        if not callable(child_node):
-            return _UNREAD
-        if isinstance(target, Mapping):
-            target = child_node(part) if _has(target, part) else None
-        elif isinstance(target, Sequence) and part.isdigit() and int(part) < len(target):
-            target = child_node(int(part))
-        else:
-            return _UNREAD
-        if target is None:
-            return _UNREAD
-    return _node_value(target, depth + 1)
-
-
-def unresolvable(key: str | None, err: BaseException, written: object = None) -> AllocationError:
-    """The error for a config value whose interpolation cannot be resolved (an unset
-    environment variable, a missing key): the key, OmegaConf's reason, the text as
-    written, and the fix."""
-    reason = getattr(err, "msg", None) or str(err) or repr(err)
-    # "KeyError raised while resolving interpolation: \"Environment variable ...\""
-    reason = reason.split("\n")[0].split(" raised while resolving interpolation: ")[-1].strip('"')
-    missing = type(err).__name__ == "MissingMandatoryValue"
-    if missing:
-        reason = "the value is missing (???)"
-    example = f"{key}=<value>" if key else "<key>=<value>"
-    if key and key.endswith(".backend"):
-        example = f"{key}={example_backend(key.split('.')[0])}"
-    hint = (
-        f"give it a value, e.g. {example}"
-        if missing
-        else "fix the interpolation (the referenced key or environment variable) or write "
-        f"the value itself, e.g. {example}"
-    )
-    where = f"{key}: " if key else "a value of the config cannot be resolved: "
-    error = AllocationError(where + reason, written, None, hint=hint)
-    error.key = key
-    return error
-
-
-def is_yaml_error(err: BaseException) -> bool:
-    """True for PyYAML's error about a file that does not parse (recognised by its class,
-    so that nothing here imports PyYAML)."""
-    return any(
-        cls.__module__ == "yaml.error" and cls.__name__ == "YAMLError" for cls in type(err).__mro__
-    )
-
-
-def file_shown(name: str) -> str:
-    """A file's name as messages show it: relative to the working directory when it is
-    below it (as the user wrote it, most of the time), else as given."""
-    if os.path.isabs(name) and not os.path.relpath(name).startswith(".."):
-        return os.path.relpath(name)
-    return name
-
-
-def unparsable_yaml(
-    err: BaseException, path: object = None, shown: str | None = None
-) -> AllocationError:
-    """The error for a YAML file that does not parse (PyYAML's error, read by its
-    attributes): the file (called ``shown`` when it is ``path``), the line and column,
-    PyYAML's reason."""
-    mark = getattr(err, "problem_mark", None)
-    name = str(getattr(mark, "name", None) or path or "a YAML file")
-    if (
-        shown is not None
-        and path is not None
-        and os.path.realpath(name) == os.path.realpath(str(path))
-    ):
-        name = shown
-    else:
-        name = file_shown(name)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    problem = getattr(err, "problem", None) or str(err).split("\n")[0]
-    context, start = getattr(err, "context", None), getattr(err, "context_mark", None)
-    if context and start is not None:  # where the unfinished part began
-        problem += f" ({context} at line {start.line + 1}, column {start.column + 1})"
-    return AllocationError(
-        f"cannot read {name}{where}: the YAML does not parse: {problem}",
-        hint="fix the YAML there; Hydra, and so AReaL, cannot load the file as it is",
-    )
-
-
-def is_mapping(value: Any) -> bool:
-    is_missing = getattr(value, "_is_missing", None)  # an OmegaConf section left as ???
-    missing = callable(is_missing) and bool(is_missing())
-    return isinstance(value, Mapping) and not is_null(value) and not missing
-
-
-def is_null(value: Any) -> bool:
-    is_none = getattr(value, "_is_none", None)
-    return value is None or (callable(is_none) and bool(is_none()))
-
-
-def is_unset_section(node: Any) -> bool:
-    """True for an engine section that a schema holds but the config never set: a config
-    node of a dataclass marked ``schema_section`` (the engine sections of
-    ``areal_schema``) whose values, as written, are still that dataclass's defaults. It is
-    no engine, as an absent section (OmegaConf cannot type a section that is absent)."""
-    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
-    if not getattr(kind, "schema_section", False) or is_null(node) or node._is_missing():
-        return False
-    assert isinstance(kind, type)
-    return bool(_as_written(node) == _defaults_of(kind))
-
-
-@functools.cache
-def _defaults_of(kind: type) -> Any:
-    return dataclasses.asdict(kind())
-
-
-def _as_written(node: Any) -> Any:
-    """A config node's values as written (interpolations unresolved), as plain data."""
-    if is_null(node):
-        return None
-    child = getattr(node, "_get_node", None)
-    if isinstance(node, Mapping) and callable(child):
-        return {str(k): _as_written(child(k)) for k in node}
-    if isinstance(node, Sequence) and not isinstance(node, str) and callable(child):
-        return [_as_written(child(i)) for i in range(len(node))]
-    return node._value() if hasattr(node, "_value") else node
-
-
-def is_absent(value: Any) -> bool:
-    """A role section that is no engine: null, or left as the schema gives it."""
-    return is_null(value) or is_unset_section(value)
-
-
-def _given(value: Any) -> bool:
-    return is_mapping(value) and not is_unset_section(value)
-
-
-def _node(cfg: Any, path: str) -> Any:
-    """The section at a dotted ``path`` (None when a part is absent or not a section)."""
-    node = cfg
-    for part in path.split("."):
-        if not is_mapping(node):
-            return None
-        node = read_value(node, part, path)
-    return node if is_mapping(node) else None
-
-
-#: The strings OmegaConf (so AReaL's typed loader) reads as a bool.
-_BOOL_TEXT: Final = {
-    "true": True,
-    "yes": True,
-    "on": True,
-    "1": True,
-    "false": False,
-    "no": False,
-    "off": False,
-    "0": False,
-}
-
-
-def _bool(section: Any, key: str, where: str, default: bool) -> bool:
-    value = read_value(section, key, where, None)
-    if value is None:
-        return default
-    if isinstance(value, str) and value.lower() in _BOOL_TEXT:
-        return _BOOL_TEXT[value.lower()]
-    if not isinstance(value, bool):
-        raise AllocationError(
-            f"{where}: must be true or false, got {value!r}",
-            None,
-            None,
-            hint=f"e.g. {where}={str(not default).lower()}",
-        )
-    return value
-
-
-def _int(
-    section: Any, key: str, where: str, default: int | None, example: int, least: int = 1
-) -> int | None:
-    """A whole number from ``least`` (None: absent, then ``default``)."""
-    value = read_value(section, key, where, None)
-    if value is None:
-        return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
-        value = int(value)  # as AReaL's typed loader converts it
-    if type(value) is not int or value < least:
-        raise AllocationError(
-            f"{where}: must be a whole number from {least}, got {value!r}",
-            None,
-            None,
-            hint=f"e.g. {where}={example}",
-        )
-    return value
-
-
-def _number(
-    section: Any, key: str, where: str, *, least: float = -math.inf, most: float = math.inf
-) -> int | float | None:
-    """A number from ``least`` to ``most`` as written (an int stays an int, so messages
-    quote it as written); NaN and infinities are no numbers here. (``actor.kl_ctl`` has
-    no bound: AReaL reads a negative one as no KL penalty, rl_trainer.py:205.)"""
-    value = read_value(section, key, where, None)
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not least <= value <= most
-        or not math.isfinite(value)
-    ):
-        bounds = (f" from {least:g}" if least > -math.inf else "") + (
-            f" to {most:g}" if most < math.inf else ""
-        )
-        raise AllocationError(
-            f"{where}: must be a number{bounds}, got {value!r}",
-            None,
-            None,
-            hint=f"e.g. {where}=0.0 (no ref model) or {where}=0.1"
-            if key == "kl_ctl"
-            else f"e.g. {where}=0.9",
-        )
-    return value
-
-
-def _text(section: Any, key: str, where: str, default: object) -> object:
-    """A string key as written (None: absent); the rules check the value."""
-    value = read_value(section, key, where, None)
-    return default if value is None else value
-
-
-# ---------------------------------------------------------------------- the objects
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """An engine's ``scheduling_strategy`` as AReaL reads it."""
-
-    type: str = "separation"
-    target: str | None = None
-    fork: bool = True
-
-    @property
-    def colocated(self) -> bool:
-        return self.type == "colocation"
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """One ``scheduling_spec`` entry: the GPUs a worker asks for, and whether it runs
-    ``additional_bash_cmds`` (Ray refuses them)."""
-
-    gpu: object = 0
-    bash_cmds: bool = False
-
-
-@dataclass(frozen=True)
-class EngineSection:
-    """One engine section as written, with AReaL's defaults for absent keys.
-
-    ``name`` is the engine's name in the plan (``teacher``), ``section`` where its keys
-    are (``teacher.rollout``). ``specs`` is None when the section has no
-    ``scheduling_spec`` key at all. Values of keys the rules check (``controller``,
-    ``weight_update_mode``, ...) are as written; their types are checked here.
-    """
-
-    name: str
-    section: str
-    row: EngineRow | None  # None: an extra engine, whose kind follows from its backend
-    backend: object  # as written; None when absent
-    strategy: Strategy = field(default_factory=Strategy)
-    specs: tuple[WorkerSpec, ...] | None = None
-    specs_problem: str = ""  # what is wrong with the shape of scheduling_spec
-    allocation_written: object = None  # an `allocation` node set to anything but its resolver
-    controller: object = "v1"  # _version
-    # training engines
-    offload: bool = False
-    trainable: bool = True  # optimizer is not null
-    optimizer_given: bool = False
-    is_critic: bool | None = None
-    gradient_checkpointing: bool = False
-    tokens_per_mb: int | None = None
-    attn_impl: str = "flash_attention_2"
-    dtype: object = "bfloat16"
-    grad_reduce_dtype: str = "float32"
-    optimizer_dtype: object = "float32"
-    distributed_optimizer: bool = True
-    recompute_granularity: str = "full"
-    bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
-    path: object = None
-    # the actor's keys of the RL rules
-    kl_ctl: int | float | None = None  # None: absent
-    weight_update_mode: object = "xccl"
-    weight_update_mode_given: bool = False
-    enable_delta_weight_update: bool = False
-    weight_update_delta_method: object = "adamw"
-    weight_update_anchor_interval: int = 0
-    use_lora: bool = False
-    ppo_n_minibatches: int = 4
-    prox_logp_method: object = "recompute"
-    # inference engines
-    return_routed_experts: bool = False
-    agent_mode: object = "inline"
-    max_concurrent_rollouts: int | None = None
-    consumer_batch_size: int | None = None
-    # The rollout may run this many weight versions ahead: above 0, generation overlaps
-    # training (AReaL's asynchronous RL).
-    max_head_offpolicyness: int = 0
-
-    def key(self, name: str) -> str:
-        """The full config key of one of this engine's keys, e.g. ``teacher.rollout.backend``."""
-        return f"{self.section}.{name}"
-
-    @property
-    def backend_key(self) -> str:
-        return self.key("backend")
-
-
-@dataclass(frozen=True)
-class Teacher:
-    """The ``teacher`` section (2.0 layout): which engine it builds, and its own keys.
-
-    ``flat_keys`` are keys of a 1.0 teacher (``backend``, ``mb_spec``, ...) that AReaL
-    2.0 no longer accepts directly under ``teacher``.
-    """
-
-    engine_type: object = "rollout"
-    engine_type_given: bool = False
-    has_rollout: bool = False
-    has_train: bool = False
-    offload: bool = False
-    path: object = None  # the teacher's model (it replaces the served model)
-    flat_keys: tuple[str, ...] = ()
-    flat_backend: object = None
-    rollout_backend: object = None  # teacher.rollout.backend, teacher.train.backend
-    train_backend: object = None
-
-
-@dataclass(frozen=True)
-class Cluster:
-    n_nodes: int = 1
-    n_gpus_per_node: int = 8
-    gpu_memory_gb: float | None = None  # areal-conf's own configs only
-
-    @property
-    def cpu_run(self) -> bool:
-        return self.n_gpus_per_node == 0
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the memory estimate reads besides the engines."""
-
-    enable_offload: bool = False
-    enable_offload_given: bool = False
-    mem_fraction: Mapping[str, float] = field(default_factory=dict)  # per inference backend
-    server_dtype: Mapping[str, str] = field(default_factory=dict)
-    batch_size: int | None = None
-    prompt_len: int = 0
-    max_new_tokens: int = 16384
-    n_samples: int = 1  # gconfig.n_samples: responses generated per prompt
-    max_length: int | None = None  # train_dataset.max_length as written (None: absent)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """A config as the rules see it: read once, never changed."""
-
-    rules: AReaLVersion
-    engines: dict[str, EngineSection]  # present engine sections, by plan name, config order
-    teacher: Teacher | None  # the teacher section's own keys (None: absent or null)
-    cluster: Cluster
-    scheduler_type: object  # scheduler.type as written (None: null or absent)
-    scheduler_given: bool
-    workload: Workload
-    model: Mapping[str, Any]  # the `model` section of areal-conf's configs ({} when none)
-    own_config: bool  # areal-conf's own config (it has the `model` section of its schema)
-    trainer: Trainer  # the AReaL trainer the config is for (:func:`read_trainer`)
-    #: The keys of the config that were read and found (``actor.offload``), so that a fix
-    #: can be written as an override Hydra takes: ``key=value`` or ``++key=value``.
-    present_keys: frozenset[str] = frozenset()
-
-    @property
-    def rl(self) -> bool:
-        """PPOTrainer's checks apply: the config has an actor and a rollout."""
-        return "actor" in self.engines and "rollout" in self.engines
-
-    @property
-    def actor(self) -> EngineSection | None:
-        return self.engines.get("actor")
-
-    @property
-    def rollout(self) -> EngineSection | None:
-        return self.engines.get("rollout")
 
 
 # ------------------------------------------------------------------------- reading
@@ -532,14 +90,14 @@ def read_config(cfg: Any, rules: AReaLVersion, *, keys: bool = True) -> RunConfi
     """Read ``cfg`` (a composed config) under AReaL ``rules``; see the module docstring.
     First every key is checked against AReaL's (:func:`areal_conf.known_keys.check_keys`),
     unless ``keys`` is false (for an error reported before the keys)."""
-    token = _KEYS_SEEN.set({})
+    token = KEYS_SEEN.set({})
     present: set[str] = set()
-    found = _PRESENT.set(present)
+    found = PRESENT.set(present)
     try:
         return replace(_read_config(cfg, rules, keys), present_keys=frozenset(present))
     finally:
-        _KEYS_SEEN.reset(token)
-        _PRESENT.reset(found)
+        KEYS_SEEN.reset(token)
+        PRESENT.reset(found)
 
 
 def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
@@ -565,7 +123,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         read_value(scheduler, "type", "scheduler.type") if is_mapping(scheduler) else None
     )
     nested = rules.teacher_layout == "nested"
-    teacher = _read_teacher(cfg) if nested or _given(_node(cfg, "teacher")) else None
+    teacher = _read_teacher(cfg) if nested or given_section(section_at(cfg, "teacher")) else None
     engines = dict(_engine_sections(cfg, rules, teacher))
     workload = _read_workload(cfg)
     model_node = read_value(cfg, "model", "model")
@@ -580,7 +138,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         teacher=teacher,
         cluster=cluster,
         scheduler_type=scheduler_type,
-        scheduler_given=is_mapping(scheduler) and _has(scheduler, "type"),
+        scheduler_given=is_mapping(scheduler) and has_key(scheduler, "type"),
         workload=workload,
         model=model,
         own_config="model" in config_keys(cfg),
@@ -645,14 +203,14 @@ def _read_teacher(cfg: Any) -> Teacher | None:
     layouts = {
         layout: read_value(sub, "backend", f"teacher.{layout}.backend")
         for layout in TEACHER_LAYOUTS
-        if _given(sub := read_value(node, layout, f"teacher.{layout}"))
+        if given_section(sub := read_value(node, layout, f"teacher.{layout}"))
     }
     return Teacher(
-        engine_type=_text(node, "engine_type", "teacher.engine_type", "rollout"),
+        engine_type=read_text(node, "engine_type", "teacher.engine_type", "rollout"),
         engine_type_given=read_value(node, "engine_type", "teacher.engine_type") is not None,
-        has_rollout=_given(read_value(node, "rollout", "teacher.rollout")),
-        has_train=_given(read_value(node, "train", "teacher.train")),
-        offload=_bool(node, "offload", "teacher.offload", False),
+        has_rollout=given_section(read_value(node, "rollout", "teacher.rollout")),
+        has_train=given_section(read_value(node, "train", "teacher.train")),
+        offload=read_bool(node, "offload", "teacher.offload", False),
         path=read_value(node, "path", "teacher.path"),
         flat_keys=flat,
         flat_backend=read_value(node, "backend", "teacher.backend") if "backend" in flat else None,
@@ -694,7 +252,7 @@ def _engine_sections(
         if name in NOT_ENGINES:
             continue
         node = get_node(name) if get_node is not None else cfg[name]
-        if is_mapping(node) and _has(node, "backend"):
+        if is_mapping(node) and has_key(node, "backend"):
             yield name, read_engine(read_value(cfg, name, name), name, name, None, rules)
 
 
@@ -706,8 +264,8 @@ def _teacher_engine(cfg: Any, rules: AReaLVersion, teacher: Teacher | None) -> E
     engine_type = teacher.engine_type
     if engine_type not in TEACHER_LAYOUTS:
         return None
-    node = _node(cfg, f"teacher.{engine_type}")
-    if not _given(node):
+    node = section_at(cfg, f"teacher.{engine_type}")
+    if not given_section(node):
         return None
     row = next(r for r in rules.rows("teacher") if r.engine_type == engine_type)
     return read_engine(node, "teacher", row.section, row, rules)
@@ -732,7 +290,9 @@ def read_engine(
     mb_spec = read_value(node, "mb_spec", at("mb_spec"))
     agent = read_value(node, "agent", at("agent"))
     distributed = (
-        _bool(ddp, "use_distributed_optimizer", at("megatron.ddp.use_distributed_optimizer"), True)
+        read_bool(
+            ddp, "use_distributed_optimizer", at("megatron.ddp.use_distributed_optimizer"), True
+        )
         if is_mapping(ddp)
         else True
     )
@@ -742,7 +302,7 @@ def read_engine(
         else None
     )
     bridge = (
-        _text(megatron, "bridge_type", at("megatron.bridge_type"), "mbridge")
+        read_text(megatron, "bridge_type", at("megatron.bridge_type"), "mbridge")
         if is_mapping(megatron)
         else "mbridge"
     )
@@ -756,46 +316,50 @@ def read_engine(
         specs=specs,
         specs_problem=specs_problem,
         allocation_written=_allocation_node(node),
-        controller=_text(node, "_version", at("_version"), d["_version"]),
-        offload=_bool(node, "offload", at("offload"), False),
+        controller=read_text(node, "_version", at("_version"), d["_version"]),
+        offload=read_bool(node, "offload", at("offload"), False),
         trainable=read_value(node, "optimizer", at("optimizer")) is not None
         if "optimizer" in keys
         else (row is not None and ROLE[row.name].trains),
         optimizer_given="optimizer" in keys,
-        is_critic=_bool(node, "is_critic", at("is_critic"), name == "critic")
+        is_critic=read_bool(node, "is_critic", at("is_critic"), name == "critic")
         if "is_critic" in keys
         else None,
-        gradient_checkpointing=_bool(
+        gradient_checkpointing=read_bool(
             node, "gradient_checkpointing", at("gradient_checkpointing"), False
         ),
-        tokens_per_mb=_int(
+        tokens_per_mb=read_int(
             mb_spec, "max_tokens_per_mb", at("mb_spec.max_tokens_per_mb"), None, 8192
         )
         if is_mapping(mb_spec)
         else None,
-        attn_impl=str(_text(node, "attn_impl", at("attn_impl"), "flash_attention_2")),
-        dtype=_text(node, "dtype", at("dtype"), d["dtype"]),
-        grad_reduce_dtype=str(_text(node, "grad_reduce_dtype", at("grad_reduce_dtype"), "float32")),
-        optimizer_dtype=_text(node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]),
+        attn_impl=str(read_text(node, "attn_impl", at("attn_impl"), "flash_attention_2")),
+        dtype=read_text(node, "dtype", at("dtype"), d["dtype"]),
+        grad_reduce_dtype=str(
+            read_text(node, "grad_reduce_dtype", at("grad_reduce_dtype"), "float32")
+        ),
+        optimizer_dtype=read_text(
+            node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]
+        ),
         distributed_optimizer=distributed,
         recompute_granularity=str(granularity) if granularity is not None else "full",
         bridge_type=str(bridge),
         path=read_value(node, "path", at("path")),
-        kl_ctl=_number(node, "kl_ctl", at("kl_ctl")),
-        weight_update_mode=_text(
+        kl_ctl=read_number(node, "kl_ctl", at("kl_ctl")),
+        weight_update_mode=read_text(
             node, "weight_update_mode", at("weight_update_mode"), d["weight_update_mode"]
         ),
         weight_update_mode_given="weight_update_mode" in keys,
-        enable_delta_weight_update=_bool(
+        enable_delta_weight_update=read_bool(
             node, "enable_delta_weight_update", at("enable_delta_weight_update"), False
         ),
-        weight_update_delta_method=_text(
+        weight_update_delta_method=read_text(
             node,
             "weight_update_delta_method",
             at("weight_update_delta_method"),
             d["weight_update_delta_method"],
         ),
-        weight_update_anchor_interval=_int(
+        weight_update_anchor_interval=read_int(
             node,
             "weight_update_anchor_interval",
             at("weight_update_anchor_interval"),
@@ -804,27 +368,29 @@ def read_engine(
             least=0,
         )
         or 0,
-        use_lora=_bool(node, "use_lora", at("use_lora"), False),
-        ppo_n_minibatches=_int(
+        use_lora=read_bool(node, "use_lora", at("use_lora"), False),
+        ppo_n_minibatches=read_int(
             node, "ppo_n_minibatches", at("ppo_n_minibatches"), int(str(d["ppo_n_minibatches"])), 1
         )
         or 0,
-        prox_logp_method=_text(
+        prox_logp_method=read_text(
             node, "prox_logp_method", at("prox_logp_method"), d["prox_logp_method"]
         ),
-        return_routed_experts=_bool(
+        return_routed_experts=read_bool(
             node, "return_routed_experts", at("return_routed_experts"), False
         ),
         agent_mode=(
-            _text(agent, "mode", at("agent.mode"), d["agent_mode"])
+            read_text(agent, "mode", at("agent.mode"), d["agent_mode"])
             if is_mapping(agent)
             else d["agent_mode"]
         ),
-        max_concurrent_rollouts=_int(
+        max_concurrent_rollouts=read_int(
             node, "max_concurrent_rollouts", at("max_concurrent_rollouts"), None, 256
         ),
-        consumer_batch_size=_int(node, "consumer_batch_size", at("consumer_batch_size"), None, 256),
-        max_head_offpolicyness=_int(
+        consumer_batch_size=read_int(
+            node, "consumer_batch_size", at("consumer_batch_size"), None, 256
+        ),
+        max_head_offpolicyness=read_int(
             node, "max_head_offpolicyness", at("max_head_offpolicyness"), 0, 2, least=0
         )
         or 0,
@@ -834,7 +400,7 @@ def read_engine(
 def _allocation_node(node: Any) -> object:
     """An ``allocation`` node's value as written, unless it is the resolver that derives it
     from the backend (None: absent, or as it should be)."""
-    if not _has(node, "allocation"):
+    if not has_key(node, "allocation"):
         return None
     get_node = getattr(node, "_get_node", None)
     child = get_node("allocation") if callable(get_node) else None
@@ -893,7 +459,7 @@ def _strategy(node: Any, prefix: str) -> Strategy:
 def _specs(node: Any, where: str) -> tuple[tuple[WorkerSpec, ...] | None, str]:
     """The ``scheduling_spec`` entries (None when the key is absent or null), and what is
     wrong with its shape (``""``: nothing)."""
-    if not _has(node, "scheduling_spec"):
+    if not has_key(node, "scheduling_spec"):
         return None, ""
     value = read_value(node, "scheduling_spec", where)
     if is_null(value):
@@ -918,7 +484,9 @@ def _specs(node: Any, where: str) -> tuple[tuple[WorkerSpec, ...] | None, str]:
 
 
 def _read_workload(cfg: Any) -> Workload:
-    offload = _bool(cfg, "enable_offload", "enable_offload", False) if is_mapping(cfg) else False
+    offload = (
+        read_bool(cfg, "enable_offload", "enable_offload", False) if is_mapping(cfg) else False
+    )
     fractions: dict[str, float] = {}
     dtypes: dict[str, str] = {}
     for server, key in (("sglang", "mem_fraction_static"), ("vllm", "gpu_memory_utilization")):
@@ -926,7 +494,7 @@ def _read_workload(cfg: Any) -> Workload:
         if not is_mapping(node):
             continue
         # a fraction of the GPU's memory (AReaL passes it to the server as written)
-        fraction = _number(node, key, f"{server}.{key}", least=0.0, most=1.0)
+        fraction = read_number(node, key, f"{server}.{key}", least=0.0, most=1.0)
         if fraction is not None:
             fractions[server] = float(fraction)
         dtype = read_value(node, "dtype", f"{server}.dtype")
@@ -935,13 +503,13 @@ def _read_workload(cfg: Any) -> Workload:
     dataset = read_value(cfg, "train_dataset", "train_dataset")
     batch = max_length = None
     if is_mapping(dataset):
-        batch = _int(dataset, "batch_size", "train_dataset.batch_size", None, 256)
-        max_length = _int(dataset, "max_length", "train_dataset.max_length", None, 1024)
+        batch = read_int(dataset, "batch_size", "train_dataset.batch_size", None, 256)
+        max_length = read_int(dataset, "max_length", "train_dataset.max_length", None, 1024)
     gconfig = read_value(cfg, "gconfig", "gconfig")
     new_tokens = samples = None
     if is_mapping(gconfig):
-        new_tokens = _int(gconfig, "max_new_tokens", "gconfig.max_new_tokens", None, 1024)
-        samples = _int(gconfig, "n_samples", "gconfig.n_samples", None, 4)
+        new_tokens = read_int(gconfig, "max_new_tokens", "gconfig.max_new_tokens", None, 1024)
+        samples = read_int(gconfig, "n_samples", "gconfig.n_samples", None, 4)
     return Workload(
         enable_offload=offload,
         enable_offload_given="enable_offload" in config_keys(cfg),
@@ -957,10 +525,6 @@ def _read_workload(cfg: Any) -> Workload:
 
 # ------------------------------------------------------------------------- the trainer
 
-#: The AReaL trainer a config is for: RL (``PPOConfig``, ``GRPOConfig`` and the drivers'
-#: subclasses of them; ``PPOTrainer``), SFT (``SFTConfig``), a reward model (``RWConfig``)
-#: or DPO (``DPOConfig``).
-Trainer = Literal["rl", "sft", "rw", "dpo"]
 #: Top-level keys that only AReaL's RL config (``PPOConfig``) has.
 RL_KEYS: Final = ("gconfig", "eval_gconfig", "dynamic_bs")
 #: Engine sections that only ``PPOConfig`` has.
@@ -1018,6 +582,6 @@ def has_engines(cfg: Any) -> bool:
             node = get_node(name) if get_node is not None else cfg[name]
         except Exception:
             return True
-        if is_mapping(node) and _has(node, "backend"):
+        if is_mapping(node) and has_key(node, "backend"):
             return True
     return False

@@ -21,7 +21,7 @@ from areal_conf.allocation import ModelAllocation
 from areal_conf.hardware import Hardware, hardware
 from areal_conf.model_shape import ModelShape
 from areal_conf.performance import StepTime, step_time
-from areal_conf.reading import EngineSection, RunConfig
+from areal_conf.run_config import EngineSection, RunConfig
 from areal_conf.workload import NoWorkload, StepWorkload, step_workload
 
 #: The GPU the step time assumes when none is named (``--gpu``, ``AREAL_CONF_GPU``).

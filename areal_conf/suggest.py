@@ -1,7 +1,7 @@
 """``python -m areal_conf suggest``: the predicted-fastest layouts of a config's engines,
 and the rollout/actor split at which generation keeps up with training.
 
-Pure: it takes the config as read (:class:`areal_conf.reading.RunConfig`), its plan and
+Pure: it takes the config as read (:class:`areal_conf.run_config.RunConfig`), its plan and
 the model's shape; the command line composes the YAML and prints :func:`suggestion_text`.
 """
 
@@ -25,8 +25,8 @@ from areal_conf.ranking import (
     rank_training,
     rl_split,
 )
-from areal_conf.reading import RunConfig
 from areal_conf.report import columns, decode_rows, ranked_layout_rows, seconds_text
+from areal_conf.run_config import RunConfig
 from areal_conf.speed import TrainingStep, training_step
 from areal_conf.workload import NoWorkload, StepWorkload, decode_context, step_workload
 

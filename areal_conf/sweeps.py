@@ -33,8 +33,9 @@ from areal_conf.errors import AllocationError
 from areal_conf.memory import MemoryEstimate
 from areal_conf.model_checks import MODEL_KEYS
 from areal_conf.model_shape import resolve_model
-from areal_conf.reading import RunConfig, read_config
+from areal_conf.reading import read_config
 from areal_conf.roles import ROLE, ROLE_NAMES
+from areal_conf.run_config import RunConfig
 
 if TYPE_CHECKING:
     from areal_conf.settings import Settings

@@ -36,19 +36,15 @@ from areal_conf.checks import (
     predict_step_times,
     read_model,
 )
+from areal_conf.config_nodes import is_null
 from areal_conf.engines import parse_engines
 from areal_conf.errors import AllocationError
 from areal_conf.fit import Outcome, Recheck
 from areal_conf.fixes import FixCheck, checked_hint
 from areal_conf.model_checks import validate_model
 from areal_conf.plan import Plan
-from areal_conf.reading import (
-    EngineSection,
-    RunConfig,
-    is_null,
-    read_allocation_mode,
-    read_config,
-)
+from areal_conf.reading import read_allocation_mode, read_config
+from areal_conf.run_config import EngineSection, RunConfig
 from areal_conf.settings import Settings, default_settings, optional_settings
 
 Step = Callable[[Context], None]

@@ -4,7 +4,7 @@ the plan's ``s/step`` column (:mod:`areal_conf.speed`), ``suggest`` and the
 rollout/actor split (:func:`areal_conf.ranking.rl_split`) predict from, and the sentence
 that says what was assumed.
 
-The trainer is :attr:`areal_conf.reading.RunConfig.trainer` (read from the keys that only
+The trainer is :attr:`areal_conf.run_config.RunConfig.trainer` (read from the keys that only
 its config class has, :func:`areal_conf.reading.read_trainer`). What a step of each one
 trains, in AReaL 2.0:
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from areal_conf.reading import RunConfig, Trainer
+from areal_conf.run_config import RunConfig, Trainer
 
 #: How the plan and ``suggest`` name each trainer.
 TRAINER_NAMES: Final[dict[Trainer, str]] = {

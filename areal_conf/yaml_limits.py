@@ -19,7 +19,7 @@ reads the file's bytes once and checks, in this order:
 Each refusal is one :class:`UnreadableYaml` naming the file, the limit, the measured value
 and the environment variable that raises the limit. A file that does not parse is left
 to the loader that follows, whose error areal-conf reports as it always has
-(:func:`areal_conf.reading.unparsable_yaml`).
+(:func:`areal_conf.yaml_errors.unparsable_yaml`).
 
 The limits are far above any real config (the 93 YAML files of AReaL 2.0: at most 13 KB,
 nested 6 levels, 516 values) and far below what makes reading slow (OmegaConf builds
@@ -91,10 +91,10 @@ def limits(environ: Mapping[str, str] | None = None) -> dict[str, int]:
 
 def check_yaml_file(path: str | os.PathLike[str], shown: str | None = None) -> None:
     """Refuse (:class:`UnreadableYaml`) the YAML file at ``path`` (named ``shown`` in the
-    message, by default as :func:`areal_conf.reading.file_shown` names it) when it is
+    message, by default as :func:`areal_conf.yaml_errors.file_shown` names it) when it is
     over a limit or not UTF-8 text; return when it may be loaded. A file that does not
     parse passes: the loader reports it."""
-    from areal_conf.reading import file_shown
+    from areal_conf.yaml_errors import file_shown
 
     bound = limits()
     name = shown if shown is not None else file_shown(str(path))

@@ -24,9 +24,9 @@ from hydra import compose, initialize_config_dir
 
 import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
 from areal_conf import AllocationError
+from areal_conf.config_nodes import is_absent, is_unset_section
 from areal_conf.explain import explain_config
 from areal_conf.hydra_compat import VERSION_BASE
-from areal_conf.reading import is_absent, is_unset_section
 from areal_conf.roles import ROLE_NAMES
 from areal_conf.validation import validate
 

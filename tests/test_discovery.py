@@ -26,7 +26,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
 from areal_conf.config import EngineConfig
-from areal_conf.reading import is_unset_section
+from areal_conf.config_nodes import is_unset_section
 from areal_conf.roles import ALLOCATION_NODE
 from hydra_plugins.areal_conf_plugin import areal_configs
 from hydra_plugins.areal_conf_plugin.areal_configs import (

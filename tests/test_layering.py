@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "areal_conf.errors",
         "areal_conf.hydra_names",
+        "areal_conf.yaml_errors",
         "areal_conf.backends",
         "areal_conf.arguments",
         "areal_conf.hardware",
@@ -55,6 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.memory",),
     ("areal_conf.performance",),
     ("areal_conf.plan",),
+    ("areal_conf.config_nodes", "areal_conf.run_config"),
     ("areal_conf.known_keys",),
     ("areal_conf.reading",),
     ("areal_conf.yaml_limits",),

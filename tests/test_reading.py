@@ -15,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from areal_conf import AllocationError, validate
 from areal_conf.areal_versions import VERSIONS
+from areal_conf.config_nodes import read_value
 from areal_conf.known_keys import UnknownKey
-from areal_conf.reading import read_config, read_value
+from areal_conf.reading import read_config
 
 CONFIG: dict[str, Any] = {
     "actor": {

@@ -41,8 +41,9 @@ from areal_conf.hardware import hardware
 from areal_conf.model_shape import ModelShape
 from areal_conf.performance import model_shape_of
 from areal_conf.ranking import Critic, rl_split
-from areal_conf.reading import RunConfig, read_config
+from areal_conf.reading import read_config
 from areal_conf.report import plan_table
+from areal_conf.run_config import RunConfig
 from areal_conf.settings import Settings
 from areal_conf.speed import TrainingStep, training_step
 from areal_conf.suggest import suggest, suggestion_text
