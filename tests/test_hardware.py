@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from areal_conf import AllocationError
-from areal_conf.cli import settings_from
+from areal_conf.cli.options import settings_from
 from areal_conf.hardware import HARDWARE, Hardware, hardware
 from areal_conf.settings import from_environment
 

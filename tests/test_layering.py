@@ -93,6 +93,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hydra_plugins.areal_conf_plugin.areal_layouts_sweeper",),
     ("areal_conf.hydra_app",),
     ("areal_conf.areal_sweep",),
+    ("areal_conf.cli.options", "areal_conf.cli.own_options"),
+    (
+        "areal_conf.cli.explain",
+        "areal_conf.cli.areal_command",
+        "areal_conf.cli.layouts",
+        "areal_conf.cli.suggest",
+    ),
     ("areal_conf.cli", "areal_conf.__main__"),
 )
 
@@ -175,12 +182,15 @@ FORBIDDEN: tuple[Forbidden, ...] = (
 
 
 def module_files() -> dict[str, Path]:
+    """Every module of :data:`PACKAGES` and their subpackages, by dotted name."""
     found: dict[str, Path] = {}
     for package in PACKAGES:
         folder = ROOT.joinpath(*package.split("."))
-        for path in sorted(folder.glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            found[name] = path
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
     return found
 
 

@@ -175,8 +175,9 @@ def test_a_cli_verb_interrupted_while_it_works_is_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from areal_conf import cli
+    from areal_conf.cli import explain
 
-    monkeypatch.setattr(cli, "explain_specs", lambda *a, **k: _interrupted_by(sig))
+    monkeypatch.setattr(explain, "explain_specs", lambda *a, **k: _interrupted_by(sig))
     with pytest.raises(SystemExit) as exited:
         cli.main(["explain", "fsdp:d8"])
     assert exited.value.code == status

@@ -1,0 +1,332 @@
+"""``layouts``: every valid layout of a backend on N GPUs, filtered by memory, ranked by
+predicted speed, or printed as one Hydra sweep override."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from areal_conf.all_layouts import layouts
+from areal_conf.backends import BACKENDS, MAX_SIZE, join_or
+from areal_conf.cli.options import (
+    MOST_TOKENS,
+    add_gpu_memory_option,
+    add_gpu_option,
+    add_model_option,
+    settings_from,
+    whole,
+)
+from areal_conf.errors import AllocationError
+from areal_conf.model_checks import MODEL_KEYS
+from areal_conf.model_shape import SHAPE_KEYS, merge_model
+from areal_conf.overrides import shell_sweep_override
+from areal_conf.report import columns, decode_rows, memory_text, ranked_layout_rows
+from areal_conf.roles import ROLE_NAMES
+from areal_conf.settings import (
+    gpu_memory_of,
+)
+from areal_conf.sweeps import (
+    check_engine_kind,
+    check_engine_name,
+    default_engine,
+    fitting_layouts,
+    parse_model_args,
+)
+
+_LAYOUTS_MAX_TP = 8  # the typical GPUs per node
+
+
+_RANK_TOKENS_PER_STEP = 1 << 20
+
+
+_RANK_CONCURRENT = 256
+
+
+def add_layouts_command(commands: Any) -> None:
+    names = join_or(list(BACKENDS))
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "layouts",
+        help="list every valid layout of a backend on N GPUs",
+        description="Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
+        "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
+        "--hydra one multirun override that tries them all, to paste after "
+        "python train.py -m. "
+        "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts.",
+    )
+    parser.add_argument("backend", help=f"backend name: {names}")
+    parser.add_argument(
+        "--gpus",
+        type=int,  # its range is layouts()'s (all_layouts.py)
+        required=True,
+        help="the engine's world size (dp×tp×pp×cp)",
+    )
+    add_model_option(
+        parser,
+        "model shape for the layout rules and the memory check, e.g. --model "
+        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
+        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
+        + ")",
+    )
+    parser.add_argument(
+        "--fits",
+        action="store_true",
+        help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
+        "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
+    )
+    add_gpu_memory_option(parser, "for --fits and --rank: ")
+    add_gpu_option(parser)
+    parser.add_argument(
+        "--rank",
+        action="store_true",
+        help="sort the layouts by predicted time of a training step (inference backends: "
+        "by decode tokens per second), with GB/GPU beside; layouts that do not fit come "
+        "last (--fits leaves them out); needs the model shape (--model)",
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        metavar="K",
+        help="with --rank: keep the K predicted fastest",
+    )
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=_RANK_TOKENS_PER_STEP,
+        metavar="N",
+        help="with --rank: tokens of one optimizer step over all data-parallel ranks "
+        f"(default {_RANK_TOKENS_PER_STEP:,})",
+    )
+    parser.add_argument(
+        "--concurrent",
+        type=whole(1, MAX_SIZE, f"--concurrent {_RANK_CONCURRENT}"),
+        default=_RANK_CONCURRENT,
+        metavar="N",
+        help="with --rank of sglang or vllm: sequences generated at once "
+        f"(default {_RANK_CONCURRENT})",
+    )
+    parser.add_argument(
+        "--context-tokens",
+        type=whole(1, MOST_TOKENS, "--context-tokens 4096"),
+        metavar="N",
+        help="with --rank of sglang or vllm: mean tokens of context a decode step attends "
+        "to (default: half the model's max_seq_len, else 4096)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="with --rank: draw predicted step time against GB/GPU per layout into "
+        "FILE.png (needs matplotlib: pip install 'areal-conf[plot]')",
+    )
+    parser.add_argument(
+        "--max-tokens-per-mb",
+        type=whole(1, MOST_TOKENS, "--max-tokens-per-mb 16384"),
+        metavar="N",
+        help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
+        "sequence of the model's max_seq_len",
+    )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="for --fits: recompute activations in the backward pass (full recomputation)",
+    )
+    parser.add_argument(
+        "--max-tp",
+        type=_max_tp_arg,
+        default=_LAYOUTS_MAX_TP,
+        metavar="N",
+        help=f"largest tensor (and expert tensor) parallel size to list; default "
+        f"{_LAYOUTS_MAX_TP}, the typical GPUs per node (give your cluster.n_gpus_per_node), "
+        "'none' for no cap",
+    )
+    parser.add_argument(
+        "--hydra",
+        action="store_true",
+        help="print one multirun override instead, escaped for Hydra and the shell "
+        '(e.g. "actor.backend=fsdp:d8,fsdp:d4t2,..."), to paste after python train.py -m',
+    )
+    parser.add_argument(
+        "--engine",
+        help="the engine whose backend the --hydra override sets, a role ("
+        + ", ".join(ROLE_NAMES)
+        + ") or an engine section of AReaL 2.0 (teacher.train, teacher.rollout); default: "
+        "rollout for sglang and vllm, actor otherwise. An engine section only your config "
+        "defines is swept from that config: sweep ... hydra/sweeper=areal_layouts "
+        "hydra.sweeper.engine=NAME",
+    )
+    parser.set_defaults(run=_layouts)
+
+
+def _max_tp_arg(text: str) -> int | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'none', at most {MAX_SIZE:,}, got {text!r}"
+        )
+    return value
+
+
+def _layouts(args: argparse.Namespace) -> None:
+    model = merge_model(None, None, parse_model_args(args.model), "--model")
+    engine = args.engine or default_engine(args.backend)
+    check_engine_name(engine)
+    check_engine_kind(engine, args.backend)
+    if (args.top is not None or args.plot) and not args.rank:
+        raise AllocationError(
+            "--top and --plot rank the layouts by predicted speed",
+            None,
+            None,
+            hint="add --rank",
+        )
+    if args.rank:
+        _ranked_layouts(args, model, engine)
+        return
+    gpu_memory_gb = _gpu_memory_gb(args)
+    found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
+    shown = found
+    if args.fits:
+        knobs: dict[str, Any] = {"gpu_memory_gb": gpu_memory_gb}
+        if args.max_tokens_per_mb is not None:
+            knobs["tokens_per_microbatch"] = args.max_tokens_per_mb
+        if args.gradient_checkpointing:
+            knobs["recompute"] = "full"
+        ranked = fitting_layouts(found, model, knobs, what="--model")
+        found = [spec for spec, _ in ranked]
+        width = max((len(spec) for spec in found), default=0)
+        shown = [f"{spec.ljust(width)}  {memory_text(est)}" for spec, est in ranked]
+        if not found:
+            _nothing_fits(args, gpu_memory_gb)
+    if not found:
+        _no_layout(args)
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", found))
+    else:
+        print("\n".join(shown))
+
+
+def _gpu_memory_gb(args: argparse.Namespace) -> float:
+    """--gpu-memory-gb, else --gpu's memory, else the environment's, else the default."""
+    return gpu_memory_of(settings_from(args))[0]
+
+
+def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
+    hint = "more --gpus, a larger --gpu-memory-gb"
+    if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
+        hint += ", --gradient-checkpointing"
+    raise AllocationError(
+        f"no {args.backend} layout on {args.gpus} GPUs fits {gpu_memory_gb:g} GB "
+        "per GPU for this model",
+        None,
+        None,
+        hint=f"try {hint} or a smaller --max-tokens-per-mb",
+    )
+
+
+def _no_layout(args: argparse.Namespace) -> None:
+    cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
+    raise AllocationError(
+        f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
+        None,
+        None,
+        hint="try another --gpus, a larger --max-tp, or check the --model values",
+    )
+
+
+def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str) -> None:
+    from areal_conf.performance import model_shape_of
+    from areal_conf.speed import gpu_for_speed
+
+    shape = model_shape_of(model)
+    gpu, said = gpu_for_speed(settings_from(args).gpu)
+    gpu_memory_gb = _gpu_memory_gb(args)
+    per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
+    if BACKENDS[args.backend].kind == "inference":
+        _ranked_inference(args, shape, gpu, said, engine, per_node)
+        return
+    from areal_conf.ranking import rank_layouts
+
+    microbatch = args.max_tokens_per_mb or shape.max_seq_len
+    if microbatch is None:
+        raise AllocationError(
+            "--rank needs the tokens of a micro-batch",
+            None,
+            None,
+            hint="give --max-tokens-per-mb N (AReaL's mb_spec.max_tokens_per_mb), or the "
+            "model's max_seq_len",
+        )
+    ranked = rank_layouts(
+        args.backend,
+        args.gpus,
+        model,
+        gpu=gpu,
+        tokens_per_step=args.tokens_per_step,
+        tokens_per_microbatch=microbatch,
+        n_gpus_per_node=per_node,
+        recompute="full" if args.gradient_checkpointing else "none",
+        max_tp=args.max_tp,
+        gpu_memory_gb=gpu_memory_gb,
+        fits_only=args.fits,
+        top=args.top,
+    )
+    if not ranked:
+        if args.fits:
+            _nothing_fits(args, gpu_memory_gb)
+        _no_layout(args)
+    if args.plot:
+        _plot(args.plot, ranked, gpu_memory_gb, f"{args.backend} on {args.gpus} GPUs, {said}")
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", [r.spec for r in ranked]))
+        return
+    print("\n".join(columns(ranked_layout_rows(ranked, "#"))))
+    print(
+        f"predicted on {said}: {args.tokens_per_step:,} tokens a step, micro-batches of at "
+        f"most {microbatch:,} tokens, {gpu.inter_node_gb_per_s:g} GB/s network per GPU and "
+        f"{per_node} GPUs a node; GB/GPU against {gpu_memory_gb:g} GB"
+    )
+    if args.plot:
+        print(f"plot written to {args.plot}")
+
+
+def _ranked_inference(
+    args: argparse.Namespace, shape: Any, gpu: Any, said: str, engine: str, per_node: int
+) -> None:
+    from areal_conf.ranking import rank_decode
+
+    context = args.context_tokens or (shape.max_seq_len // 2 if shape.max_seq_len else 4096)
+    ranked = rank_decode(
+        args.backend,
+        args.gpus,
+        shape,
+        gpu=gpu,
+        concurrent=args.concurrent,
+        context_tokens=context,
+        n_gpus_per_node=per_node,
+        top=args.top,
+    )
+    if not ranked:
+        raise AllocationError(
+            f"no {args.backend} layout on {args.gpus} GPUs keeps a sequence of {context:,} "
+            "tokens in its KV cache",
+            None,
+            None,
+            hint="more --gpus, a GPU with more memory (--gpu), or fewer --context-tokens",
+        )
+    if args.hydra:
+        print(shell_sweep_override(f"{engine}.backend", [spec for spec, _ in ranked]))
+        return
+    print("\n".join(columns(decode_rows(ranked, "#"))))
+    print(
+        f"predicted on {said}: {args.concurrent:,} sequences at once, {context:,} tokens of "
+        "context on average; prefill not counted"
+    )
+
+
+def _plot(path: str, ranked: Sequence[Any], gpu_memory_gb: float, title: str) -> None:
+    from areal_conf.plot import plot_layouts
+
+    plot_layouts(path, ranked, gpu_memory_gb, title)

@@ -1,0 +1,126 @@
+"""The options every verb shares (the GPU, its memory, the model, the AReaL version, the
+mean response length), declared once, and the settings they give on top of the
+environment's."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from areal_conf.settings import (
+    DEFAULT_GPU_MEMORY_GB,
+    Settings,
+    from_environment,
+    positive_gb,
+)
+from areal_conf.sweeps import (
+    parse_model_args,
+)
+
+#: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
+#: every estimate stays a finite float.
+MOST_TOKENS = 2**40
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """areal-conf's knobs: the environment's, with this command line's options on top."""
+    from areal_conf.areal_versions import supported_version
+
+    env = from_environment()
+    version = getattr(args, "areal_version", None)
+    if version is not None:
+        supported_version(version, where="--areal-version")
+    gb_text = getattr(args, "gpu_memory_gb", None)
+    gb = None if gb_text is None else positive_gb(gb_text, "--gpu-memory-gb")
+    gb_from = "--gpu-memory-gb"
+    gpu = getattr(args, "gpu", None)
+    if gpu is not None:
+        from areal_conf.hardware import hardware
+
+        known = hardware(gpu, "--gpu")
+        if gb is None:
+            gb, gb_from = known.hbm_gb, f"--gpu {gpu}"
+    model = parse_model_args(getattr(args, "model", None) or [])
+    response = getattr(args, "mean_response_tokens", None)
+    if response is not None:
+        from areal_conf.settings import positive_tokens
+
+        response = positive_tokens(response, "--mean-response-tokens")
+    return Settings(
+        areal_version=version,
+        gpu=gpu if gpu is not None else env.gpu,
+        gpu_memory_gb=gb if gb is not None else env.gpu_memory_gb,
+        gpu_memory_from=gb_from if gb is not None else env.gpu_memory_from,
+        model=model or env.model,
+        model_from="--model" if model else env.model_from,
+        mean_response_tokens=response if response is not None else env.mean_response_tokens,
+        machine_gpus=env.machine_gpus,
+    )
+
+
+def add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--model KEY=VALUE [KEY=VALUE ...]``, the same on every verb; repeatable."""
+    parser.add_argument(
+        "--model", metavar="KEY=VALUE", nargs="+", action="extend", default=[], help=help
+    )
+
+
+def add_gpu_memory_option(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """``--gpu-memory-gb``, the same on every verb (``when``: which of the verb's uses)."""
+    parser.add_argument(
+        "--gpu-memory-gb",
+        metavar="GB",
+        help=f"{when}memory of one GPU in GB (10^9 bytes); default: the --gpu's, else "
+        f"{DEFAULT_GPU_MEMORY_GB:g} (environment: AREAL_CONF_GPU_MEMORY_GB)",
+    )
+
+
+def add_gpu_option(parser: argparse.ArgumentParser) -> None:
+    from areal_conf.hardware import HARDWARE
+
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=f"the GPU by name ({', '.join(HARDWARE)}): its memory counts unless "
+        "--gpu-memory-gb is given (environment: AREAL_CONF_GPU)",
+    )
+
+
+def add_version_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--areal-version",
+        metavar="VERSION",
+        help="apply the rules of this AReaL version (1.0 or 2.0); default: "
+        "AREAL_CONF_AREAL_VERSION, else the installed areal, else the newest",
+    )
+
+
+def whole(least: int, most: int | None, example: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``least`` (to ``most``); anything else
+    (``-1``, ``nan``, ``1e9``, ``2**64``) is argparse's usage error (exit 2), with
+    ``example`` as the fix."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""), 10)
+        except ValueError:
+            value = None
+        if value is None or value < least or (most is not None and value > most):
+            upto = "" if most is None else f" to {most:,}"
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number from {least:,}{upto}, got {text!r} (e.g. {example})"
+            )
+        return value
+
+    whole.__name__ = "int"
+    return whole
+
+
+def add_mean_response_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mean-response-tokens",
+        type=whole(1, MOST_TOKENS, "--mean-response-tokens 2048"),
+        metavar="N",
+        help="the mean response length the predicted step time assumes (default: half of "
+        "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",
+    )

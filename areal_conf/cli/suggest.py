@@ -1,0 +1,70 @@
+"""``suggest``: the predicted-fastest layouts of a config's engines and the rollout/actor
+split."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from areal_conf.cli.options import (
+    add_gpu_memory_option,
+    add_gpu_option,
+    add_mean_response_option,
+    add_model_option,
+    add_version_option,
+    settings_from,
+)
+from areal_conf.cli.own_options import own_options, refuse_own_options
+
+
+def _suggest(args: argparse.Namespace) -> None:
+    from areal_conf.areal_command import suggest_for_command
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    refuse_own_options(args, command)
+    if args.config is not None:
+        command = ["--config", args.config, *command]
+    print(suggest_for_command(command, settings=settings_from(args), top=args.top))
+
+
+def add_suggest_command(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "suggest",
+        help="the predicted-fastest layouts of a config's engines, and the rollout/actor split",
+        usage="python -m areal_conf suggest [OPTIONS] --config YAML [OVERRIDE ...]",
+        description="Compose an AReaL experiment YAML as AReaL does, check it, and print "
+        "for each training engine the layouts with the shortest predicted training step on "
+        "the GPUs it has, for the rollout the layouts with the most decode tokens per "
+        "second, and how to split the rollout's and the actor's GPUs so that generation "
+        "keeps up with training. The batch comes from train_dataset.batch_size, "
+        "gconfig.n_samples, gconfig.max_new_tokens and train_dataset.max_length. "
+        "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
+        "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ...",
+    )
+    parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=3,
+        metavar="K",
+        help="layouts to show per engine (default 3)",
+    )
+    add_gpu_memory_option(parser)
+    add_gpu_option(parser)
+    add_mean_response_option(parser)
+    add_model_option(
+        parser,
+        "the model's shape when actor.path does not give it: hf_config=... (a "
+        "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
+    )
+    add_version_option(parser)
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="OVERRIDE",
+        help="Hydra overrides of the YAML (actor.backend=megatron:d4t2), or the whole AReaL "
+        "command after --",
+    )
+    parser.set_defaults(run=_suggest, verb="suggest", own_options=own_options(parser))
