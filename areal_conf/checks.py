@@ -9,7 +9,7 @@ found (the engines as parsed, where they run, the warnings).
 
 This module holds the checks every version runs: parsing the engines' backend strings,
 colocation chains, the cluster's capacity, placement on nodes, the model's shape and the
-memory estimate. AReaL 2.0's own rules are in :mod:`areal_conf.areal2_rules`.
+memory estimate. AReaL 2.0's own rules are in :mod:`areal_conf.rules`.
 """
 
 from __future__ import annotations

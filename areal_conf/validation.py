@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from areal_conf import areal2_rules as v2
 from areal_conf.areal_versions import RulesChoice, choose_rules, supported_version
 from areal_conf.arguments import text
 from areal_conf.checks import (
@@ -44,6 +43,34 @@ from areal_conf.fixes import FixCheck, checked_hint
 from areal_conf.model_checks import validate_model
 from areal_conf.plan import Plan
 from areal_conf.reading import read_allocation_mode, read_config
+from areal_conf.rules.awex import (
+    check_awex_sharing,
+)
+from areal_conf.rules.colocation import (
+    colocate_2_0,
+    count_workers,
+    ignore_v2_rollout_colocation,
+)
+from areal_conf.rules.loading import (
+    check_delta_minibatches,
+    check_load_keys,
+    check_teacher,
+)
+from areal_conf.rules.scheduling import (
+    check_ray_specs,
+    check_scheduler,
+    check_scheduler_gpus,
+)
+from areal_conf.rules.weights import (
+    check_awex_backends,
+    check_colocated_weight_update,
+    check_controller_versions,
+    check_delta_weight_update,
+    check_megatron_lora,
+    check_offload,
+    check_routed_experts,
+    check_v1_weight_update,
+)
 from areal_conf.run_config import EngineSection, RunConfig
 from areal_conf.settings import Settings, default_settings, optional_settings
 
@@ -92,28 +119,26 @@ CHECKS: Final[dict[str, tuple[Check, ...]]] = {
         Check("speed", "each training engine's predicted step time", predict_step_times),
     ),
     "2.0": (
-        Check("E6", "scheduler.type is local, slurm, ray or null", v2.check_scheduler),
-        Check("E1-E3", "the teacher's 2.0 layout", v2.check_teacher),
-        Check("E4 E5 E16", "_version, scheduling_spec entries, dtypes", v2.check_load_keys),
-        Check("E7", "delta weight updates need one PPO minibatch", v2.check_delta_minibatches),
+        Check("E6", "scheduler.type is local, slurm, ray or null", check_scheduler),
+        Check("E1-E3", "the teacher's 2.0 layout", check_teacher),
+        Check("E4 E5 E16", "_version, scheduling_spec entries, dtypes", check_load_keys),
+        Check("E7", "delta weight updates need one PPO minibatch", check_delta_minibatches),
         Check("parse", "each engine's backend string", lambda c: parse_all(c, check_kinds=False)),
-        Check("E7", "what delta weight transfer requires", _rl(v2.check_delta_weight_update)),
+        Check("E7", "what delta weight transfer requires", _rl(check_delta_weight_update)),
         Check("E15", "each role's backend kind", check_kinds),
-        Check("E8", "enable_offload when an engine offloads", _rl(v2.check_offload)),
-        Check("E9", "a colocated rollout's weight update", _rl(v2.check_colocated_weight_update)),
-        Check("E10", "v1 AWEX's backends", _rl(v2.check_awex_backends)),
-        Check("E11", "routed experts need sglang", _rl(v2.check_routed_experts)),
-        Check("E12", "megatron LoRA needs vllm", _rl(v2.check_megatron_lora)),
-        Check("E13", "one controller version", _rl(v2.check_controller_versions)),
-        Check("E14 W4", "the weight update mode", _rl(v2.check_v1_weight_update)),
-        Check(
-            "C5", "controller v2 ignores a rollout's colocation", v2.ignore_v2_rollout_colocation
-        ),
-        Check("G0-G3", "workers and their GPUs", v2.count_workers),
-        Check("C1-C6", "colocation on the scheduler in use", v2.colocate_2_0),
-        Check("A2-A5", "AWEX's rollout on the actor's GPUs", _rl(v2.check_awex_sharing)),
-        Check("ray", "Ray's scheduling_spec", v2.check_ray_specs),
-        Check("scheduler", "each engine on the scheduler's GPUs", v2.check_scheduler_gpus),
+        Check("E8", "enable_offload when an engine offloads", _rl(check_offload)),
+        Check("E9", "a colocated rollout's weight update", _rl(check_colocated_weight_update)),
+        Check("E10", "v1 AWEX's backends", _rl(check_awex_backends)),
+        Check("E11", "routed experts need sglang", _rl(check_routed_experts)),
+        Check("E12", "megatron LoRA needs vllm", _rl(check_megatron_lora)),
+        Check("E13", "one controller version", _rl(check_controller_versions)),
+        Check("E14 W4", "the weight update mode", _rl(check_v1_weight_update)),
+        Check("C5", "controller v2 ignores a rollout's colocation", ignore_v2_rollout_colocation),
+        Check("G0-G3", "workers and their GPUs", count_workers),
+        Check("C1-C6", "colocation on the scheduler in use", colocate_2_0),
+        Check("A2-A5", "AWEX's rollout on the actor's GPUs", _rl(check_awex_sharing)),
+        Check("ray", "Ray's scheduling_spec", check_ray_specs),
+        Check("scheduler", "each engine on the scheduler's GPUs", check_scheduler_gpus),
         Check("capacity", "the rules every scheduler shares", _when("null", capacity_everywhere)),
         Check("placement", "GPUs on nodes", place_engines),
         Check("model", "the model's shape and the layout rules it implies", read_model),

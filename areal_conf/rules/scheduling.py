@@ -1,0 +1,177 @@
+"""AReaL 2.0's scheduler rules: ``scheduler.type`` (E6), each engine on the GPUs the
+scheduler in use has (local: the machine's; Slurm: whole nodes; Ray), and Ray's
+``scheduling_spec``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from areal_conf.checks import Context
+from areal_conf.errors import AllocationError
+from areal_conf.local_gpus import CUDA_ENV
+from areal_conf.plan import EnginePlan
+from areal_conf.rules.awex import scaled_layout
+from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text, quoted
+
+SCHEDULERS: Final = ("local", "slurm", "ray")
+
+
+def check_scheduler(ctx: Context) -> None:
+    """E6: ``scheduler.type`` is null, local, slurm or ray; W1 (null) and W3 (local on
+    several nodes)."""
+    kind = ctx.run.scheduler_type
+    if kind is None:
+        ctx.column = "null"
+        ctx.warn(
+            "scheduler.type is null: AReaL's trainers refuse to start without one ('Unknown "
+            "scheduler type: None'), so this plan follows the rules every scheduler shares; "
+            "run with scheduler.type=local (one machine), slurm or ray"
+        )
+        return
+    if kind not in SCHEDULERS:
+        raise AllocationError(
+            f"scheduler.type: {quoted(kind)} is not a scheduler AReaL has",
+            kind if isinstance(kind, str) else None,
+            None,
+            hint="scheduler.type=local (one machine), or scheduler.type=slurm, or "
+            "scheduler.type=ray",
+        )
+    ctx.column = str(kind)
+    if kind == "local":
+        ctx.plan_nodes = 1
+        if ctx.run.cluster.n_nodes > 1:
+            ctx.warn(
+                f"scheduler.type local runs on this one machine and does not read "
+                f"cluster.n_nodes ({ctx.run.cluster.n_nodes}): the plan has one node of "
+                f"{ctx.n} GPUs"
+            )
+        gpus, declared = ctx.gpus_per_node, ctx.run.cluster.n_gpus_per_node
+        if not gpus.from_config and gpus.count != declared:
+            ctx.warn(
+                f"cluster.n_gpus_per_node is {declared}, but AReaL's local scheduler does not "
+                f"read it: it has the machine's {gpus_text(gpus.count)} ({gpus.source}), as does "
+                f"this plan; cluster.n_gpus_per_node={gpus.count} says so"
+            )
+
+
+def check_scheduler_gpus(ctx: Context) -> None:
+    """§5: each engine on its own GPUs as the scheduler allocates them, and the total
+    against what the scheduler has (W2, W8)."""
+    if ctx.run.cluster.cpu_run:
+        return
+    n, column = ctx.n, ctx.column
+    separated = ctx.separated()
+    for e in separated:
+        _check_engine_on_scheduler(ctx, e)
+    needed = sum(e.gpus for e in separated)
+    if column == "local":
+        if needed > n:
+            gpus = ctx.gpus_per_node
+            parts = " + ".join(f"{e.name} {e.gpus}" for e in separated)
+            raise AllocationError(
+                f"{gpus.key}: the engines need {needed} GPUs ({parts}) but AReaL's local "
+                f"scheduler has {gpus_text(n)} ({gpus.source}): it would hand GPUs out round "
+                "robin and put several engines on the same GPUs without saying so",
+                None,
+                None,
+                hint="shrink an engine's layout, colocate engines, "
+                + (
+                    f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
+                    if gpus.key == CUDA_ENV
+                    else ""
+                )
+                + "or use scheduler.type=slurm or ray for several nodes",
+            )
+    elif column in ("slurm", "ray"):
+        declared = ctx.run.cluster.n_nodes * n
+        if needed > declared:
+            nodes = -(-needed // n)
+            ctx.warn(
+                f"the engines need {needed} GPUs ({nodes} nodes of {n}) but cluster.n_nodes "
+                f"× n_gpus_per_node declares {declared}: AReaL's {SCHEDULER_NAME[column]} "
+                "scheduler does not "
+                f"read cluster.n_nodes and asks for them anyway, so the cluster must have them "
+                f"(cluster.n_nodes={nodes} says so)"
+            )
+
+
+def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
+    alloc = e.allocation
+    assert alloc is not None
+    n, column = ctx.n, ctx.column
+    key = f"{e.section or e.name}.backend"
+    per_worker = e.per_worker
+    if column == "local" and per_worker > n:
+        raise AllocationError(
+            f"{key}: a worker of {alloc} needs {per_worker} GPUs but AReaL's local scheduler "
+            f"has one machine of {n} ({ctx.gpus_per_node.source})",
+            str(alloc),
+            None,
+            hint=f"make t×p at most {n}, or use scheduler.type=slurm or ray for instances "
+            "spanning nodes",
+        )
+    if column == "slurm":
+        if alloc.world_size % n:
+            fit = (alloc.world_size // n + 1) * n
+            layout = scaled_layout(alloc, fit)
+            example = f"{key}={layout}" if layout else f"a layout on {fit} GPUs"
+            raise AllocationError(
+                f"{key}: AReaL's Slurm scheduler allocates only entire nodes: {alloc} takes "
+                f"{alloc.world_size} GPUs but a node has {n}",
+                str(alloc),
+                None,
+                hint=f"{example} (a multiple of {n} GPUs), or colocate {e.name} with an "
+                "engine on whole nodes",
+            )
+        if alloc.is_inference and e.controller == "v1" and alloc.instance_size > n:
+            raise AllocationError(
+                f"{key}: an instance of {alloc.instance_size} GPUs (t×p) is larger than a node "
+                f"({n}): AReaL's Slurm scheduler starts v1 servers as tasks within one node "
+                "(sbatch fails with --ntasks-per-node=0)",
+                str(alloc),
+                None,
+                hint=f"make t×p at most {n}, or {e.section or e.name}._version=v2 (and the "
+                "same for the actor), whose servers span nodes",
+            )
+        if n % per_worker:
+            raise AllocationError(
+                f"{key}: a worker of {alloc} takes {per_worker} GPUs, which does not divide a "
+                f"node's {n}: AReaL's Slurm scheduler packs workers {n} GPUs to a node",
+                str(alloc),
+                None,
+                hint=f"make t×p a divisor of {n}",
+            )
+    if column == "ray":
+        if per_worker > n and per_worker % n:
+            raise AllocationError(
+                f"{key}: a worker of {alloc} takes {per_worker} GPUs, more than a node's {n} "
+                "but not a whole number of nodes, which AReaL's Ray scheduler requires",
+                str(alloc),
+                None,
+                hint=f"make t×p a divisor or a multiple of {n}",
+            )
+        if alloc.world_size >= n and alloc.world_size % n:
+            ctx.warn(
+                f"{e.name}: {alloc} takes {alloc.world_size} GPUs, not a multiple of a node's "
+                f"{n}: AReaL's Ray scheduler puts the rest on a partial node (Slurm would "
+                "refuse it)"
+            )
+
+
+def check_ray_specs(ctx: Context) -> None:
+    """Ray refuses ``additional_bash_cmds`` in a scheduling_spec."""
+    if ctx.column != "ray":
+        return
+    for e in ctx.built():
+        engine = engine_section(ctx, e)
+        for i, spec in enumerate(engine.specs or ()):
+            if spec.bash_cmds:
+                key = engine.key("scheduling_spec")
+                raise AllocationError(
+                    f"{key}: entry {i} has additional_bash_cmds, which AReaL's Ray scheduler "
+                    "does not support",
+                    None,
+                    None,
+                    hint=f"{key}.{i}.additional_bash_cmds=null (set the environment up in the "
+                    "Ray image instead), or scheduler.type=slurm",
+                )
