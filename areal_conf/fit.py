@@ -29,18 +29,15 @@ from typing import TYPE_CHECKING, Any
 from areal_conf.allocation import ModelAllocation
 from areal_conf.errors import AllocationError
 from areal_conf.hardware import HARDWARE, Hardware
-from areal_conf.memory import (
-    DEFAULT_MEM_FRACTION,
+from areal_conf.memory import DEFAULT_MEM_FRACTION, GB, MemoryEstimate, term_label
+from areal_conf.memory_fixes import (
     FRACTION_KEY,
-    GB,
     Fix,
     GroupNeed,
     Member,
-    MemoryEstimate,
     Verdict,
     find_fix,
     group_need,
-    term_label,
 )
 from areal_conf.model_shape import ModelShape
 from areal_conf.run_config import EngineSection, RunConfig

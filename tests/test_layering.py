@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("areal_conf.model_checks",),
     ("areal_conf.all_layouts", "areal_conf.mesh"),
     ("areal_conf.memory",),
+    ("areal_conf.memory_fixes",),
     ("areal_conf.performance",),
     ("areal_conf.plan",),
     ("areal_conf.config_nodes", "areal_conf.run_config"),

@@ -14,20 +14,15 @@ from areal_conf.memory import (
     GB,
     NCCL_BUFFERS_PER_CHANNEL,
     NCCL_CHANNELS,
-    Fix,
-    Member,
     MemoryEstimate,
-    Verdict,
     activation_bytes_per_layer,
     comm_buffer_bytes,
     communicators,
     estimate,
-    find_fix,
-    fix_candidates,
-    group_need,
     kv_bytes_per_token,
     parameter_count,
 )
+from areal_conf.memory_fixes import Fix, Member, Verdict, find_fix, fix_candidates, group_need
 from areal_conf.model_shape import ModelShape, model_shape, read_hf_config
 from areal_conf.parser import parse_backend
 
