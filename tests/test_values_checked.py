@@ -254,41 +254,6 @@ ROWS = {
         schema={"actor.scheduling_strategy": 5},
         fix=False,
     ),
-    "train.py AREAL_CONF_GPU_MEMORY_GB=-1": Bad(  # headed as a setting, not as the allocation
-        (),
-        ("error: invalid setting\nAREAL_CONF_GPU_MEMORY_GB",),
-        env={"AREAL_CONF_GPU_MEMORY_GB": "-1"},
-        train=True,
-        fix=False,
-    ),
-    "train.py AREAL_CONF_GPU=nope": Bad(  # headed as a setting, not as the allocation
-        (),
-        ("error: invalid setting\nAREAL_CONF_GPU",),
-        env={"AREAL_CONF_GPU": "nope"},
-        train=True,
-        fix=False,
-    ),
-    "train.py AREAL_CONF_AREAL_VERSION=9": Bad(  # headed as a setting, not as the allocation
-        (),
-        ("error: invalid setting\nAREAL_CONF_AREAL_VERSION",),
-        env={"AREAL_CONF_AREAL_VERSION": "9"},
-        train=True,
-        fix=False,
-    ),
-    "train.py AREAL_CONF_MEAN_RESPONSE_TOKENS=0": Bad(  # headed as a setting, not as the allocation
-        (),
-        ("error: invalid setting\nAREAL_CONF_MEAN_RESPONSE_TOKENS",),
-        env={"AREAL_CONF_MEAN_RESPONSE_TOKENS": "0"},
-        train=True,
-        fix=False,
-    ),
-    "train.py AREAL_CONF_YAML_MAX_BYTES=abc": Bad(  # headed as a setting, not as the allocation
-        (),
-        ("error: invalid setting\nAREAL_CONF_YAML_MAX_BYTES",),
-        env={"AREAL_CONF_YAML_MAX_BYTES": "abc"},
-        train=True,
-        fix=False,
-    ),
     "train.py hydra.sweeper.engine=nope": Bad(
         ("-m", "hydra/sweeper=areal_layouts", "hydra.sweeper.engine=nope"),
         ("hydra.sweeper.engine", "nope"),
@@ -331,6 +296,22 @@ ROWS = {
         train=True,
         fix=False,
     ),
+}
+
+#: A bad value of each of areal-conf's environment variables, under train.py: headed as a
+#: setting, not as the allocation.
+BAD_VARIABLES = {
+    "AREAL_CONF_GPU_MEMORY_GB": "-1",
+    "AREAL_CONF_GPU": "nope",
+    "AREAL_CONF_AREAL_VERSION": "9",
+    "AREAL_CONF_MEAN_RESPONSE_TOKENS": "0",
+    "AREAL_CONF_YAML_MAX_BYTES": "abc",
+}
+ROWS |= {
+    f"train.py {name}={value}": Bad(
+        (), (f"error: invalid setting\n{name}",), env={name: value}, train=True, fix=False
+    )
+    for name, value in BAD_VARIABLES.items()
 }
 
 
