@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from areal_conf.arguments import optional_whole
 from areal_conf.errors import AllocationError, from_variable
 from areal_conf.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 
@@ -85,8 +86,18 @@ def gpu_memory_of(settings: Settings, config_gb: float | None = None) -> tuple[f
 
 
 def optional_settings(settings: object) -> Settings | None:
-    """The ``settings`` argument of a public function: a :class:`Settings` or None."""
-    if settings is None or isinstance(settings, Settings):
+    """The ``settings`` argument of a public function: a :class:`Settings` or None. Of its
+    fields, the mean response length is checked here (the others where they are used:
+    the GPU and its memory when memory is checked, the model when it is read)."""
+    if settings is None:
+        return None
+    if isinstance(settings, Settings):
+        optional_whole(
+            "settings.mean_response_tokens",
+            settings.mean_response_tokens,
+            example="e.g. Settings(mean_response_tokens=2048), or None for half of "
+            "gconfig.max_new_tokens",
+        )
         return settings
     raise AllocationError(
         f"settings must be a Settings or None, got {type(settings).__name__}",

@@ -48,6 +48,7 @@ from areal_conf.mesh import GroupKind, group_kinds
 from areal_conf.model_shape import ModelShape, model_shape
 from areal_conf.performance import DecodeThroughput
 from areal_conf.ranking import MAX_SPLIT_GPUS, Critic, RankedLayout, RLSplit
+from areal_conf.settings import Settings
 
 #: Qwen2.5-7B's sizes (its config.json, tests/fixtures/hf/qwen2_5_7b).
 MODEL: dict[str, Any] = {
@@ -670,6 +671,18 @@ ISSUE_32: list[tuple[str, Callable[[], object], str, str]] = [
         lambda: validate({}, settings={"gpu_memory_gb": 80}),  # type: ignore[arg-type]
         "settings must be a Settings or None, got dict",
         "Settings(",
+    ),
+    (
+        "validate settings.mean_response_tokens",  # was a TypeError deep in the step time
+        lambda: validate({}, settings=Settings(mean_response_tokens="x")),  # type: ignore[arg-type]
+        "settings.mean_response_tokens must be a positive integer, got 'x'",
+        "Settings(mean_response_tokens=2048)",
+    ),
+    (
+        "check_command settings.mean_response_tokens",
+        lambda: check_command(["python", "d.py"], settings=Settings(mean_response_tokens=-3)),
+        "settings.mean_response_tokens must be a positive integer, got -3",
+        "Settings(mean_response_tokens=2048)",
     ),
     (
         "layouts max_tp huge",
