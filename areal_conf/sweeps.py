@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from areal_conf.all_layouts import layouts
 from areal_conf.areal_versions import choose_rules
+from areal_conf.arguments import optional_whole
 from areal_conf.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
 from areal_conf.engines import engine_backend
 from areal_conf.errors import AllocationError
@@ -207,26 +208,20 @@ def check_ranking(rank: object, top_k: object) -> None:
 
 
 def check_sweep_sizes(max_jobs: object = None, max_batch_size: object = None) -> None:
-    """Nothing when ``hydra.sweeper.max_jobs`` is null or a whole number from 1 and
-    ``hydra.sweeper.max_batch_size`` null (one batch) or a whole number from 1 (Hydra's
-    basic sweeper asserts it: ``BasicSweeper.split_arguments``); else an AllocationError
-    naming the option, the value and the fix."""
-    if max_jobs is not None and (type(max_jobs) is not int or max_jobs < 1):
-        raise AllocationError(
-            f"hydra.sweeper.max_jobs: must be a whole number of jobs from 1, got {max_jobs!r}",
-            None,
-            None,
-            hint="e.g. hydra.sweeper.max_jobs=1000, or hydra.sweeper.max_jobs=null for no limit",
-        )
-    if max_batch_size is not None and (type(max_batch_size) is not int or max_batch_size < 1):
-        raise AllocationError(
-            "hydra.sweeper.max_batch_size: must be a whole number of jobs from 1, "
-            f"got {max_batch_size!r}",
-            None,
-            None,
-            hint="e.g. hydra.sweeper.max_batch_size=8 launches the jobs 8 at a time, "
-            "hydra.sweeper.max_batch_size=null all in one batch",
-        )
+    """Nothing when ``hydra.sweeper.max_jobs`` and ``hydra.sweeper.max_batch_size`` are
+    null or whole numbers from 1 (Hydra's basic sweeper asserts it of the batch size:
+    ``BasicSweeper.split_arguments``); else an AllocationError naming the option."""
+    optional_whole(
+        "hydra.sweeper.max_jobs",
+        max_jobs,
+        example="e.g. hydra.sweeper.max_jobs=1000, or hydra.sweeper.max_jobs=null for no limit",
+    )
+    optional_whole(
+        "hydra.sweeper.max_batch_size",
+        max_batch_size,
+        example="e.g. hydra.sweeper.max_batch_size=8 launches the jobs 8 at a time, "
+        "hydra.sweeper.max_batch_size=null all in one batch",
+    )
 
 
 def default_engine(backend: str) -> str:

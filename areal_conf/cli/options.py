@@ -13,9 +13,7 @@ from areal_conf.settings import (
     from_environment,
     positive_gb,
 )
-from areal_conf.sweeps import (
-    parse_model_args,
-)
+from areal_conf.sweeps import parse_model_args
 
 #: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
 #: every estimate stays a finite float.

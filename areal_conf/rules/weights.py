@@ -11,8 +11,6 @@ from areal_conf.errors import AllocationError
 from areal_conf.rules.common import quoted, v1_awex
 
 COLOCATED_UPDATES: Final = ("disk", "awex")  # weight updates that reach a colocated rollout
-
-
 V1_UPDATES: Final = ("disk", "xccl", "awex")
 
 
