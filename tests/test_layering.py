@@ -122,15 +122,14 @@ UPWARD_EDGES: dict[tuple[str, str], str] = {
 
 class Forbidden(NamedTuple):
     """Modules matching ``modules`` (fnmatch patterns), except ``allowed``, must not
-    import any of ``imports`` (a package name or a module) other than ``but``; with
-    ``at_import``, only when they are imported (inside a function is allowed)."""
+    import any of ``imports`` (a package name or a module); with ``at_import``, only
+    when they are imported (inside a function is allowed)."""
 
     why: str
     modules: tuple[str, ...]
     imports: tuple[str, ...]
     allowed: tuple[str, ...] = ()
     at_import: bool = False
-    but: tuple[str, ...] = ()  # modules of ``imports`` that may be imported all the same
 
 
 HYDRA_FACING = (
@@ -179,8 +178,6 @@ FORBIDDEN: tuple[Forbidden, ...] = (
             "hydra_plugins.areal_conf_plugin._sweeper_core",
         ),
         at_import=True,
-        # the names the core and the plugin share (constants, no code), stated once there
-        but=("areal_conf", "areal_conf.hydra_names"),
     ),
 )
 
@@ -274,8 +271,6 @@ def test_forbidden_imports(rule: Forbidden) -> None:
         if module in rule.allowed:
             continue
         for imported, line in imports_of(module, path, top_level=rule.at_import):
-            if imported in rule.but:
-                continue
             if any(imported == f or imported.startswith(f + ".") for f in rule.imports):
                 broken.append(f"{module} line {line}: {imported}")
     assert not broken, f"{rule.why}: {broken}"

@@ -18,6 +18,7 @@ importing it.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import inspect
 from collections.abc import Callable
@@ -30,26 +31,30 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
-from areal_conf.hydra_names import INNER_ALIASES
-
 PROVIDER = "areal_conf"
 SCHEME = "areal-conf"
 
 
 _CONFIGS_MODULE = "hydra_plugins.areal_conf_plugin._configs"
 
-#: Config path (group/name, as in a defaults list) -> "module:name" it is built from: a
-#: dataclass (or an instance of one), or a function that returns the config.
-CONFIGS: dict[str, str] = {
-    "areal_schema": "areal_conf.config:schema_node",
-    "areal_engine": "areal_conf.config:engine_node",
-    "hydra/launcher/areal": f"{_CONFIGS_MODULE}:AReaLLauncherConf",
-    **{
-        f"hydra/launcher/areal_{inner}": f"{_CONFIGS_MODULE}:AREAL_{inner.upper()}"
-        for inner in INNER_ALIASES
-    },
-    "hydra/sweeper/areal_layouts": f"{_CONFIGS_MODULE}:AReaLLayoutsSweeperConf",
-}
+
+@functools.cache
+def configs() -> dict[str, str]:
+    """Config path (group/name, as in a defaults list) -> "module:name" it is built from: a
+    dataclass (or an instance of one), or a function that returns the config. Built when
+    first asked for, not at discovery: the short launcher names come from the core."""
+    from areal_conf.hydra_names import INNER_ALIASES
+
+    return {
+        "areal_schema": "areal_conf.config:schema_node",
+        "areal_engine": "areal_conf.config:engine_node",
+        "hydra/launcher/areal": f"{_CONFIGS_MODULE}:AReaLLauncherConf",
+        **{
+            f"hydra/launcher/areal_{inner}": f"{_CONFIGS_MODULE}:AREAL_{inner.upper()}"
+            for inner in INNER_ALIASES
+        },
+        "hydra/sweeper/areal_layouts": f"{_CONFIGS_MODULE}:AReaLLayoutsSweeperConf",
+    }
 
 
 def _allocation(*, _parent_: Any, _root_: Any) -> Any:
@@ -100,16 +105,15 @@ def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def _groups() -> set[str]:
+@functools.cache
+def _groups() -> frozenset[str]:
     groups = {""}
-    for path in CONFIGS:
+    for path in configs():
         while path:
             path = _parent(path)
             groups.add(path)
-    return groups
+    return frozenset(groups)
 
-
-_GROUPS = _groups()
 
 # Configs built from a dataclass, per process; every load returns a copy (as Hydra's
 # ConfigStore does). A function is called at every load: the schema's shape follows the
@@ -123,9 +127,9 @@ def _normalize(config_path: str) -> str:
 
 
 def build(path: str) -> Any:
-    """The config at ``path`` (one of ``CONFIGS``): a dataclass is built on the first call."""
+    """The config at ``path`` (one of ``configs()``): a dataclass is built on the first call."""
     if path not in _built:
-        module, _, name = CONFIGS[path].partition(":")
+        module, _, name = configs()[path].partition(":")
         source = getattr(importlib.import_module(module), name)
         if not is_dataclass(source):
             return source()
@@ -143,7 +147,7 @@ class AReaLConfigSource(ConfigSource):
 
     def load_config(self, config_path: str) -> ConfigResult:
         path = _normalize(config_path)
-        if path not in CONFIGS:
+        if path not in configs():
             raise ConfigLoadError(f"areal-conf provides no config {config_path}")
         return ConfigResult(
             provider=PROVIDER,
@@ -156,18 +160,18 @@ class AReaLConfigSource(ConfigSource):
         return True
 
     def is_group(self, config_path: str) -> bool:
-        return _normalize(config_path) in _GROUPS
+        return _normalize(config_path) in _groups()
 
     def is_config(self, config_path: str) -> bool:
-        return _normalize(config_path) in CONFIGS
+        return _normalize(config_path) in configs()
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         group = _normalize(config_path)
         found: set[str] = set()
         if results_filter in (None, ObjectType.GROUP):
-            found |= {g.rpartition("/")[2] for g in _GROUPS if g and _parent(g) == group}
+            found |= {g.rpartition("/")[2] for g in _groups() if g and _parent(g) == group}
         if results_filter in (None, ObjectType.CONFIG):
-            found |= {c.rpartition("/")[2] for c in CONFIGS if _parent(c) == group}
+            found |= {c.rpartition("/")[2] for c in configs() if _parent(c) == group}
         return sorted(found)
 
 

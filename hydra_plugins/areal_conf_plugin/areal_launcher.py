@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.plugins.launcher import Launcher
 
-from areal_conf.hydra_names import LAUNCHER_TARGET
-
 if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
-#: ``_target_`` of this launcher (also used by ``_core`` to refuse nesting it in itself).
-TARGET = LAUNCHER_TARGET
+#: ``_target_`` of this launcher (also used by ``_core`` to refuse nesting it in itself):
+#: its own dotted name, which the core knows as ``areal_conf.hydra_names.LAUNCHER_TARGET``
+#: (a test holds the two equal; nothing of the core is imported at Hydra's discovery).
+TARGET = f"{__name__}.AReaLLauncher"
 
 
 class AReaLLauncher(Launcher):
