@@ -2,7 +2,7 @@
 
     python -m nox                          # every pair, each in a fresh virtualenv
     python -m nox -s "tests(areal_pins)"   # one pair
-    python -m nox -s "tests(hydra13)" -- tests/test_discovery.py   # arguments go to pytest
+    python -m nox -s "tests(hydra13)" -- tests/hydra/test_discovery.py   # arguments go to pytest
     python -m nox -s scan                  # plugin-scan benchmark on every pair
 
 Each session installs the repository the way a user does (``pip install -e '.[test]'``)

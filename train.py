@@ -22,9 +22,9 @@ from omegaconf import DictConfig
 
 from areal_conf import run_validated, validate
 from areal_conf.files import write_atomic
-from areal_conf.hydra_app import app_config_path, unvalidated_sweep_warning
-from areal_conf.hydra_compat import VERSION_BASE
-from areal_conf.report import plan_table, render_gpu_map
+from areal_conf.hydra.compat import VERSION_BASE
+from areal_conf.hydra.task import app_config_path, unvalidated_sweep_warning
+from areal_conf.plan.report import plan_table, render_gpu_map
 
 PLAN_FILE = "allocation_plan.json"
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """areal-conf: per-engine backend strings for AReaL-style RL training, parsed and planned.
 
 The core imports no Hydra: text → ModelAllocation → plan. Hydra-facing code lives in
-``areal_conf.resolvers``, ``areal_conf.hydra_compat`` and ``hydra_plugins/``;
-``areal_conf.config`` holds the schema's dataclasses.
+``areal_conf.hydra.resolvers``, ``areal_conf.hydra.compat`` and ``hydra_plugins/``;
+``areal_conf.hydra.structured`` holds the schema's dataclasses.
 
 The names below are imported on first use, so that a module of this package (the
 ``areal.`` resolvers when a Hydra config first uses one, the schema's dataclasses when an
@@ -17,36 +17,37 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from areal_conf.all_layouts import layouts
-    from areal_conf.allocation import ModelAllocation, ParallelStrategy
-    from areal_conf.app import run_validated
-    from areal_conf.areal_command import check_command
+    from areal_conf.command.check import check_command
     from areal_conf.errors import AllocationError
-    from areal_conf.hardware import HARDWARE, Hardware
-    from areal_conf.legacy import migrate_allocation_mode
-    from areal_conf.mesh import rank_groups
-    from areal_conf.parser import parse_backend
-    from areal_conf.performance import StepTime, decode_throughput, step_time
-    from areal_conf.ranking import rank_layouts, rl_split
+    from areal_conf.hydra.app import run_validated
+    from areal_conf.model.hardware import HARDWARE, Hardware
+    from areal_conf.perf.decode import decode_throughput
+    from areal_conf.perf.ranking import rank_layouts, rl_split
+    from areal_conf.perf.step_time import StepTime, step_time
+    from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
+    from areal_conf.spec.layouts import layouts
+    from areal_conf.spec.legacy import migrate_allocation_mode
+    from areal_conf.spec.mesh import rank_groups
+    from areal_conf.spec.parser import parse_backend
     from areal_conf.validation import validate
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
-    "HARDWARE": "areal_conf.hardware",
-    "Hardware": "areal_conf.hardware",
-    "StepTime": "areal_conf.performance",
-    "decode_throughput": "areal_conf.performance",
-    "rank_layouts": "areal_conf.ranking",
-    "rl_split": "areal_conf.ranking",
-    "step_time": "areal_conf.performance",
-    "ModelAllocation": "areal_conf.allocation",
-    "ParallelStrategy": "areal_conf.allocation",
-    "check_command": "areal_conf.areal_command",
-    "layouts": "areal_conf.all_layouts",
-    "migrate_allocation_mode": "areal_conf.legacy",
-    "parse_backend": "areal_conf.parser",
-    "rank_groups": "areal_conf.mesh",
-    "run_validated": "areal_conf.app",
+    "HARDWARE": "areal_conf.model.hardware",
+    "Hardware": "areal_conf.model.hardware",
+    "StepTime": "areal_conf.perf.step_time",
+    "decode_throughput": "areal_conf.perf.decode",
+    "rank_layouts": "areal_conf.perf.ranking",
+    "rl_split": "areal_conf.perf.ranking",
+    "step_time": "areal_conf.perf.step_time",
+    "ModelAllocation": "areal_conf.spec.allocation",
+    "ParallelStrategy": "areal_conf.spec.allocation",
+    "check_command": "areal_conf.command.check",
+    "layouts": "areal_conf.spec.layouts",
+    "migrate_allocation_mode": "areal_conf.spec.legacy",
+    "parse_backend": "areal_conf.spec.parser",
+    "rank_groups": "areal_conf.spec.mesh",
+    "run_validated": "areal_conf.hydra.app",
     "validate": "areal_conf.validation",
 }
 

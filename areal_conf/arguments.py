@@ -1,7 +1,7 @@
 """The checks of a public function's arguments, stated once.
 
-Every public function of areal-conf (``areal_conf.__all__``, ``areal_conf.memory.estimate``,
-``areal_conf.model_shape.model_shape``, ...) checks its arguments with these at its
+Every public function of areal-conf (``areal_conf.__all__``, ``areal_conf.perf.memory.estimate``,
+``areal_conf.model.shape.model_shape``, ...) checks its arguments with these at its
 boundary, before any arithmetic: whatever it is given (a wrong type, None, a bool where a
 number belongs, NaN, an infinity, a negative, zero, a number beyond any real input), it
 returns a sane result or raises one :class:`AllocationError` that names the argument,
@@ -10,7 +10,7 @@ shows the value and says what to give instead.
 The limits, and why they are where they are:
 
 - a number of GPUs or a parallel size: at most :data:`MAX_SIZE` (2**20), the limit of
-  the backend grammar (:mod:`areal_conf.backends`);
+  the backend grammar (:mod:`areal_conf.spec.backends`);
 - a number of tokens, sequences or rollouts: at most :data:`MAX_TOKENS` (2**40, about
   10^12). The largest real values are a step's tokens (Llama 3 trained on 16M-token
   steps) and a context (1M tokens); below the limit the models' arithmetic stays exact

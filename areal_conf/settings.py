@@ -19,7 +19,7 @@ or from the environment, which train.py, the launcher and ``validate`` read:
   empty directory so that a GPU machine plans as CI does).
 
 The environment also gives the GPUs AReaL's local scheduler would have where areal-conf
-runs (``CUDA_VISIBLE_DEVICES``, else the machine's devices: :mod:`areal_conf.local_gpus`).
+runs (``CUDA_VISIBLE_DEVICES``, else the machine's devices: :mod:`areal_conf.areal.local_gpus`).
 
 areal-conf's own application configs (those listing ``areal_schema``) may also set
 ``cluster.gpu_memory_gb`` and the ``model`` section; a setting given here wins over them.
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from areal_conf.areal.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 from areal_conf.arguments import optional_whole
 from areal_conf.errors import AllocationError, from_variable
-from areal_conf.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
 GPU_ENV: Final = "AREAL_CONF_GPU"
@@ -51,10 +51,10 @@ class Settings:
     """areal-conf's knobs for one validation; None: not given.
 
     ``areal_version`` is what ``--areal-version`` asked for (the environment variable is
-    read by :func:`areal_conf.areal_versions.choose_rules`); ``model`` holds model-section
+    read by :func:`areal_conf.areal.versions.choose_rules`); ``model`` holds model-section
     keys (``hf_config`` a file, directory or Hugging Face id; sizes such as
     ``num_layers``) with ``model_from`` naming where they came from; ``gpu`` the GPU by
-    its name in ``areal_conf.hardware.HARDWARE``; ``mean_response_tokens`` the mean
+    its name in ``areal_conf.model.hardware.HARDWARE``; ``mean_response_tokens`` the mean
     response length the predicted step time assumes; ``machine_gpus`` the GPUs AReaL's
     local scheduler would have where areal-conf runs (None: none visible here).
     """
@@ -158,7 +158,7 @@ def from_environment(
     gb_from = GPU_MEMORY_ENV if gpu_gb is not None else ""
     gpu = env.get(GPU_ENV, "") or None
     if gpu is not None:
-        from areal_conf.hardware import hardware
+        from areal_conf.model.hardware import hardware
 
         with from_variable(GPU_ENV):
             known = hardware(gpu, GPU_ENV)

@@ -3,11 +3,11 @@
 Takes a composed config (an OmegaConf DictConfig or any nested mapping) and returns a
 ``Plan`` or raises one ``AllocationError`` whose first line names the config key.
 
-The config is read once (:func:`areal_conf.reading.read_config`), under the rules of one
-AReaL version (:func:`areal_conf.areal_versions.choose_rules`); then the checks that
+The config is read once (:func:`areal_conf.config.reading.read_config`), under the rules of one
+AReaL version (:func:`areal_conf.areal.versions.choose_rules`); then the checks that
 version lists in :data:`CHECKS` run in order, and the first that fails is the message.
 A new AReaL version is a new list here (and a row of
-:data:`areal_conf.areal_versions.VERSIONS`), not new branches in the checks.
+:data:`areal_conf.areal.versions.VERSIONS`), not new branches in the checks.
 """
 
 from __future__ import annotations
@@ -18,9 +18,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from areal_conf.areal_versions import RulesChoice, choose_rules, supported_version
+from areal_conf.areal.versions import RulesChoice, choose_rules, supported_version
 from areal_conf.arguments import text
-from areal_conf.checks import (
+from areal_conf.config.nodes import is_null
+from areal_conf.config.reading import read_allocation_mode, read_config
+from areal_conf.config.run_config import EngineSection, RunConfig
+from areal_conf.errors import AllocationError
+from areal_conf.plan.plan import Plan
+from areal_conf.rules.awex import (
+    check_awex_sharing,
+)
+from areal_conf.rules.checks import (
     Check,
     Context,
     capacity_everywhere,
@@ -35,22 +43,14 @@ from areal_conf.checks import (
     predict_step_times,
     read_model,
 )
-from areal_conf.config_nodes import is_null
-from areal_conf.engines import parse_engines
-from areal_conf.errors import AllocationError
-from areal_conf.fit import Outcome, Recheck
-from areal_conf.fixes import FixCheck, checked_hint
-from areal_conf.model_checks import validate_model
-from areal_conf.plan import Plan
-from areal_conf.reading import read_allocation_mode, read_config
-from areal_conf.rules.awex import (
-    check_awex_sharing,
-)
 from areal_conf.rules.colocation import (
     colocate_2_0,
     count_workers,
     ignore_v2_rollout_colocation,
 )
+from areal_conf.rules.engines import parse_engines
+from areal_conf.rules.fit import Outcome, Recheck
+from areal_conf.rules.fixes import FixCheck, checked_hint
 from areal_conf.rules.loading import (
     check_delta_minibatches,
     check_load_keys,
@@ -71,8 +71,8 @@ from areal_conf.rules.weights import (
     check_routed_experts,
     check_v1_weight_update,
 )
-from areal_conf.run_config import EngineSection, RunConfig
 from areal_conf.settings import Settings, default_settings, optional_settings
+from areal_conf.spec.model_checks import validate_model
 
 Step = Callable[[Context], None]
 
@@ -214,7 +214,7 @@ def _one_version(argument: str, in_settings: str) -> None:
 
 def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> AllocationError:
     """``error`` with ``hint`` (its fix spelled for the config), each fix in it checked
-    by the whole check (:func:`areal_conf.fixes.checked_hint`)."""
+    by the whole check (:func:`areal_conf.rules.fixes.checked_hint`)."""
     checked = checked_hint(hint, check)
     return error if checked is None else error.with_hint(checked)
 
@@ -281,7 +281,7 @@ def _check_edited(
 
 
 def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
-    """For :func:`areal_conf.fixes.checked_hint`: the error the whole check gives ``cfg``
+    """For :func:`areal_conf.rules.fixes.checked_hint`: the error the whole check gives ``cfg``
     with a fix's overrides (its hint spelled for that config), or None when it passes."""
 
     def check(overrides: tuple[str, ...]) -> AllocationError | None:
@@ -379,7 +379,7 @@ def _set_in_copy(node: Any, parts: list[str], value: Any) -> Mapping[str, Any]:
 class _Overlay(Mapping[str, Any]):
     """A read-only view of a mapping with some keys set: what is not set is read from
     the mapping when asked for (an interpolation only the application resolves is left
-    alone, as :mod:`areal_conf.reading` leaves it)."""
+    alone, as :mod:`areal_conf.config.reading` leaves it)."""
 
     def __init__(self, base: Mapping[str, Any] | None, changes: Mapping[str, Any]) -> None:
         self._base = base
@@ -447,8 +447,8 @@ def check_allocation_mode(
             hint="remove it and set each engine's backend, e.g. "
             "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
         )
-    from areal_conf.legacy import migrate_allocation_mode
     from areal_conf.overrides import shell_line
+    from areal_conf.spec.legacy import migrate_allocation_mode
 
     try:
         translation = shell_line(migrate_allocation_mode(value, teacher_layout=teacher_layout))
@@ -486,8 +486,8 @@ def check_allocation_mode(
 def _agreement(legacy: str, engines: Mapping[str, EngineSection]) -> tuple[bool, str] | None:
     """Whether every engine of ``legacy`` has that backend in its own section already,
     and a phrase saying so, or naming the first engine that differs."""
-    from areal_conf.legacy import migrated_backends
-    from areal_conf.parser import parse_backend
+    from areal_conf.spec.legacy import migrated_backends
+    from areal_conf.spec.parser import parse_backend
 
     try:
         wanted = migrated_backends(legacy)
@@ -513,7 +513,7 @@ def value_error(
     key: str, value: object, *, areal_version: str | None = None
 ) -> AllocationError | None:
     """The error areal-conf's readers give ``value`` at the dotted config ``key`` when it
-    is read on its own (``cluster.n_nodes``: :func:`areal_conf.reading.read_cluster`;
+    is read on its own (``cluster.n_nodes``: :func:`areal_conf.config.reading.read_cluster`;
     an engine's ``backend``: the parser; ``model.*``: the model checks), or None when
     they take it or name another key. For a value that a typed schema refused before
     areal-conf could read it (``cluster.n_nodes=inf`` on ``areal_schema``): the same

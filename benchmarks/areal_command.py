@@ -47,7 +47,7 @@ LAYOUTS = ["megatron:d4", "megatron:d2t2", "megatron:t4", "megatron:d2p2"]
 IN_PROCESS_CHECK = """\
 import sys, time
 import hydra, omegaconf, areal_conf.validation
-from areal_conf.areal_command import check_command
+from areal_conf.command.check import check_command
 start = time.perf_counter()
 check_command(sys.argv[1:])
 print(time.perf_counter() - start)
@@ -55,7 +55,7 @@ print(time.perf_counter() - start)
 
 NOOP_APP = """\
 import hydra
-from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.hydra.compat import VERSION_BASE
 
 
 @hydra.main(config_path={conf!r}, config_name={name!r}, **VERSION_BASE)

@@ -39,7 +39,7 @@ PROGRESS = "validating jobs:"
 
 APP = """\
 import hydra
-from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.hydra.compat import VERSION_BASE
 
 
 @hydra.main(config_path={conf!r}, config_name="config", **VERSION_BASE)

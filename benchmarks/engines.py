@@ -19,7 +19,7 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 
-import areal_conf.config  # noqa: F401  (registers areal_schema and the resolvers)
+import areal_conf.hydra.structured  # noqa: F401  (registers areal_schema and the resolvers)
 from areal_conf.errors import AllocationError
 from areal_conf.validation import validate
 

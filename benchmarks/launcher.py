@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from areal_conf.hydra_compat import VERSION_BASE
+    from areal_conf.hydra.compat import VERSION_BASE
 
     if VERSION_BASE:  # as train.py's @hydra.main(**VERSION_BASE)
         version.setbase(VERSION_BASE["version_base"])

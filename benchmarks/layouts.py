@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from areal_conf.all_layouts import layouts
+from areal_conf.spec.layouts import layouts
 
 TARGET_MS = 50.0
 MODEL = {

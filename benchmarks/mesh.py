@@ -13,8 +13,8 @@ import statistics
 import sys
 import time
 
-from areal_conf.allocation import ModelAllocation, ParallelStrategy
-from areal_conf.mesh import DEFAULT_ORDER, rank_groups
+from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
+from areal_conf.spec.mesh import DEFAULT_ORDER, rank_groups
 
 TARGET_MS = 100.0
 # megatron:(attn:d64p4t8c2|ffn:d32p4t8e4): world 64·4·8·2 = 4096 = edp·pp·etp·ep = 32·4·8·4
@@ -36,7 +36,7 @@ def main() -> int:
 
     allocation: ModelAllocation
     try:
-        from areal_conf.parser import parse_backend
+        from areal_conf.spec.parser import parse_backend
 
         allocation = parse_backend(args.spec)
     except ImportError:  # parser not there yet: the default layout, built by hand

@@ -16,9 +16,9 @@ import argparse
 import statistics
 import time
 
-from areal_conf.allocation import ModelAllocation
-from areal_conf.parser import parse_backend
-from areal_conf.plan import place
+from areal_conf.plan.placement import place
+from areal_conf.spec.allocation import ModelAllocation
+from areal_conf.spec.parser import parse_backend
 
 TARGET_S = 1.0
 PER_NODE = 8

@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _perf_tables import all_rows, figure_facts, measured_per_gpu, predict, spearman
 
-from areal_conf.performance import model_shape_of, step_time
-from areal_conf.ranking import rank_layouts
+from areal_conf.model.shape import shape_of
+from areal_conf.perf.ranking import rank_layouts
+from areal_conf.perf.step_time import step_time
 
 
 def tables() -> None:
@@ -96,7 +97,7 @@ def speed() -> None:
         took = time.perf_counter() - start
         print(f"rank every megatron layout of 1024 GPUs ({label}): ", end="")
         print(f"{len(ranked)} layouts in {took:.3f} s")
-    parsed = model_shape_of(model)
+    parsed = shape_of(model)
     start = time.perf_counter()
     for _ in range(calls):
         step_time(spec, parsed, **knobs)
@@ -108,9 +109,10 @@ def speed() -> None:
 def plan_column() -> None:
     """validate() of an AReaL 2.0 example with and without the s/step check, alternating
     rounds, best of each."""
-    from areal_conf import checks, validation
-    from areal_conf.areal_argv import parse_config_command
-    from areal_conf.areal_command import compose_as_areal
+    from areal_conf import validation
+    from areal_conf.command.argv import parse_config_command
+    from areal_conf.command.check import compose_as_areal
+    from areal_conf.rules import checks
     from areal_conf.settings import Settings
 
     root = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "areal2"

@@ -2,8 +2,8 @@
 
 Composes AReaL's ``examples/math/gsm8k_grpo.yaml`` (tests/fixtures/areal/) and the largest
 of AReaL 2.0's example configs (``examples/swe/qwen3_30b_a3b_grpo.yaml``) with Hydra's
-compose API, as ``areal_conf.explain.compose_file`` does, alternately without the check
-(Hydra's own ``file://`` source) and with it (``areal_conf.hydra_files``), in one
+compose API, as ``areal_conf.hydra.explain.compose_file`` does, alternately without the check
+(Hydra's own ``file://`` source) and with it (``areal_conf.hydra.files``), in one
 process; prints the median of each and their ratio, and the check alone
 (``check_yaml_file``) with PyYAML's C parser and with its pure Python one; then how long
 the check takes to refuse alias bombs of 5 and 9 levels of 9 aliases appended to the
@@ -26,9 +26,9 @@ from unittest import mock
 import yaml
 from hydra import compose, initialize_config_dir
 
-from areal_conf.hydra_compat import VERSION_BASE
-from areal_conf.hydra_files import checked_yaml_files
-from areal_conf.yaml_limits import UnreadableYaml, check_yaml_file
+from areal_conf.config.yaml_limits import UnreadableYaml, check_yaml_file
+from areal_conf.hydra.compat import VERSION_BASE
+from areal_conf.hydra.files import checked_yaml_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = (

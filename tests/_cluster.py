@@ -1,4 +1,4 @@
-"""What the cluster tests (``tests/test_cluster_*.py``) share.
+"""What the cluster tests (``tests/hydra/test_cluster_*.py``) share.
 
 They run sweeps through real schedulers: a one-node Slurm (``scripts/slurm-test-cluster
 up``) and Ray.  Without them the tests skip with a reason that says how to get them;
@@ -78,7 +78,7 @@ from pathlib import Path
 import hydra
 
 from _cluster import task
-from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.hydra.compat import VERSION_BASE
 
 # absolute: a relative config_path would be read from _cluster.py's directory
 CONF = str(Path(__file__).resolve().parent / "conf")

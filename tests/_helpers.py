@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+FIXTURES = TESTS / "fixtures"
 CONF = ROOT / "conf"
 TRAIN = ROOT / "train.py"
 
@@ -96,7 +98,7 @@ def compose_config(
     # imported here: modules that test the core without Hydra import this file too
     from hydra import compose, initialize_config_dir
 
-    from areal_conf.hydra_compat import VERSION_BASE
+    from areal_conf.hydra.compat import VERSION_BASE
 
     with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
         return compose(name, overrides=list(overrides), return_hydra_config=with_hydra)

@@ -3,7 +3,7 @@ predict: each with its layout, model, batch and the measured seconds of one step
 
 The papers report throughput (TFLOPS per GPU, counted with their own FLOP formulas);
 a row's measured step time is those FLOPs over the GPUs' throughput. Shared by the
-tests (tests/test_performance.py) and ``benchmarks/steptime.py``.
+tests (tests/perf/test_performance.py) and ``benchmarks/steptime.py``.
 
 Setup the tables do not print, as the sources describe it:
 
@@ -223,14 +223,14 @@ def all_rows() -> list[Row]:
 
 
 def predict(row: Row) -> Any:
-    from areal_conf.performance import step_time
+    from areal_conf.perf.step_time import step_time
 
     return step_time(row.spec, row.model, gpu=row.gpu, **row.knobs)
 
 
 def measured_per_gpu(row: Row, seconds: float) -> float:
     """TFLOPS per GPU at a step time, with the source's FLOP count."""
-    from areal_conf.allocation import ModelAllocation
+    from areal_conf.spec.allocation import ModelAllocation
 
     return row.flops / (ModelAllocation.from_str(row.spec).world_size * seconds) / 1e12
 
@@ -273,7 +273,7 @@ FIGURE_KNOBS: dict[str, Any] = {
 
 
 def figure_time(spec: str, model: dict[str, Any], batch: int, microbatch: int = 1) -> float:
-    from areal_conf.performance import step_time
+    from areal_conf.perf.step_time import step_time
 
     knobs = {**FIGURE_KNOBS, "tokens_per_microbatch": microbatch * SEQ_2021, "seq_len": SEQ_2021}
     return step_time(spec, model, gpu="a100", tokens_per_step=batch * SEQ_2021, **knobs).total

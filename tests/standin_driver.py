@@ -30,7 +30,7 @@ from hydra import compose, initialize
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from areal_conf.hydra_compat import VERSION_BASE
+from areal_conf.hydra.compat import VERSION_BASE
 
 #: Composed values the driver reports.
 REPORTED = ("actor.backend", "rollout.backend", "scheduler.type", "seed", "cluster.n_nodes")

@@ -42,13 +42,13 @@ from areal_conf import (
     validate,
 )
 from areal_conf.arguments import MAX_TOKENS
-from areal_conf.backends import MAX_SIZE
-from areal_conf.memory import MemoryEstimate, estimate
-from areal_conf.mesh import GroupKind, group_kinds
-from areal_conf.model_shape import ModelShape, model_shape
-from areal_conf.performance import DecodeThroughput
-from areal_conf.ranking import MAX_SPLIT_GPUS, Critic, RankedLayout, RLSplit
+from areal_conf.model.shape import ModelShape, model_shape
+from areal_conf.perf.decode import DecodeThroughput
+from areal_conf.perf.memory import MemoryEstimate, estimate
+from areal_conf.perf.ranking import MAX_SPLIT_GPUS, Critic, RankedLayout, RLSplit
 from areal_conf.settings import Settings
+from areal_conf.spec.backends import MAX_SIZE
+from areal_conf.spec.mesh import GroupKind, group_kinds
 
 #: Qwen2.5-7B's sizes (its config.json, tests/fixtures/hf/qwen2_5_7b).
 MODEL: dict[str, Any] = {

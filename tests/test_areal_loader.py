@@ -30,7 +30,7 @@ import pytest
 from _helpers import compose_config, run_python, user_env
 
 from areal_conf import AllocationError, check_command, validate
-from areal_conf.legacy import migration_yaml
+from areal_conf.spec.legacy import migration_yaml
 
 HOME = Path(os.environ.get("AREAL_LOADER_HOME", Path.home() / ".cache" / "areal-loader"))
 # The loader tool is not part of this repository: its directory comes from the
@@ -358,7 +358,7 @@ def live_classes(src: Path) -> dict[str, Any]:
 def test_the_key_table_is_areals_dataclasses() -> None:
     """Every key areal-conf calls valid is a field AReaL's strict merge accepts, and no
     other: the table's classes and fields, in order, are the imported classes'."""
-    from areal_conf.known_keys import areal_keys
+    from areal_conf.config.known_keys import areal_keys
 
     table = areal_keys("2.0")
     assert (SRC / ".areal_commit").read_text().strip() == table.commit
@@ -387,7 +387,7 @@ def test_the_generator_writes_the_shipped_table() -> None:
 
 @pytest.mark.skipif(not MIRROR, reason="AREAL_MIRROR (a git directory of AReaL) is not set")
 def test_the_1_0_key_table_is_areal_1_0s_dataclasses(tmp_path: Path) -> None:
-    from areal_conf.known_keys import areal_keys
+    from areal_conf.config.known_keys import areal_keys
 
     table = areal_keys("1.0")
     archive = subprocess.run(
@@ -475,8 +475,8 @@ def test_areal_refuses_a_misspelt_yaml_key_and_takes_the_fix(tmp_path: Path) -> 
 def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
     """No false alarm: of AReaL's example YAMLs, those the key check refuses are refused
     by AReaL's loader too (each composed as AReaL composes it; drivers' own classes)."""
-    from areal_conf.explain import compose_file
-    from areal_conf.known_keys import UnknownKey, check_keys
+    from areal_conf.config.known_keys import UnknownKey, check_keys
+    from areal_conf.hydra.explain import compose_file
 
     table = json.loads((LOADER.parent / "examples_map.json").read_text())["examples"]
     refused = []

@@ -27,8 +27,8 @@ from _helpers import ROOT, with_overrides
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, check_command, parse_backend, validate
-from areal_conf.areal_versions import SUPPORTED
-from areal_conf.fixes import alternatives
+from areal_conf.areal.versions import SUPPORTED
+from areal_conf.rules.fixes import alternatives
 
 DOC = ROOT / "docs" / "backend-strings.md"
 CATALOGUE_HEADING = "## Error catalogue"
@@ -150,7 +150,7 @@ def test_backend_string_error_is_printed_as_documented(entry: Entry) -> None:
 def test_config_error_is_printed_as_documented(entry: Entry) -> None:
     cfg = OmegaConf.create(entry.source)
     if entry.with_schema:
-        from areal_conf.config import schema_node
+        from areal_conf.hydra.structured import schema_node
 
         cfg = OmegaConf.merge(schema_node(), cfg)
     with pytest.raises(AllocationError) as caught:
@@ -185,8 +185,8 @@ def test_example_string_uses_the_documented_gpus(spec: str, gpus: int) -> None:
 
 def test_the_model_shape_rules_table_is_the_code_s() -> None:
     """One row per rule of ``MODEL_RULES``: its name, backends, condition and sources."""
-    from areal_conf.backends import BACKENDS
-    from areal_conf.model_checks import MODEL_RULES
+    from areal_conf.spec.backends import BACKENDS
+    from areal_conf.spec.model_checks import MODEL_RULES
 
     text = DOC.read_text(encoding="utf-8")
     section = text.split("### Model-shape rules\n", 1)[1].split("\n### ", 1)[0]
@@ -230,7 +230,7 @@ def test_every_link_within_the_page_names_one_of_its_headings() -> None:
 def hint_fixes(entry: Entry) -> list[tuple[str, ...]]:
     """The fixes a catalogue entry's hint gives as overrides: its alternatives made of
     nothing but overrides, read as areal-conf reads them to check them
-    (:func:`areal_conf.fixes.alternatives`). A hint whose alternatives are sentences
+    (:func:`areal_conf.rules.fixes.alternatives`). A hint whose alternatives are sentences
     gives none."""
     hint = " ".join(line[6:] for line in entry.message.split("\n") if line.startswith("hint: "))
     return [alternative.overrides for alternative in alternatives(hint)]
@@ -244,7 +244,7 @@ def _check_with(entry: Entry, overrides: tuple[str, ...]) -> None:
         return
     cfg = OmegaConf.create(entry.source)
     if entry.with_schema:
-        from areal_conf.config import schema_node
+        from areal_conf.hydra.structured import schema_node
 
         cfg = OmegaConf.merge(schema_node(), cfg)
     validate(with_overrides(cfg, overrides), areal_version=entry.areal_version)

@@ -21,7 +21,11 @@ from _helpers import ROOT
 OUTSIDE = re.compile(r"(^|/)\.\./shared\b|(^|/)shared/(fixtures|areal2)\b|^/(work|root|home)(/|$)")
 
 SOURCES = sorted(
-    [*(ROOT / "tests").glob("*.py"), *(ROOT / "benchmarks").glob("*.py"), ROOT / "noxfile.py"]
+    [
+        *(p for p in (ROOT / "tests").rglob("*.py") if "fixtures" not in p.parts),
+        *(ROOT / "benchmarks").glob("*.py"),
+        ROOT / "noxfile.py",
+    ]
 )
 
 

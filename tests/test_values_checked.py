@@ -20,7 +20,7 @@ import yaml
 from _helpers import CONF, ROOT, run_train
 
 from areal_conf.cli import main
-from areal_conf.fixes import OVERRIDE, split_hint
+from areal_conf.rules.fixes import OVERRIDE, split_hint
 
 Y = ROOT / "tests" / "fixtures" / "areal" / "gsm8k_grpo.yaml"
 D = ROOT / "tests" / "standin_driver.py"

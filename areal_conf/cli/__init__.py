@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the verb; its exit status: 2 with one message for an error areal-conf owns,
     130 or 143 with one line when ``SIGINT`` or ``SIGTERM`` stops it (``SystemExit``)."""
-    from areal_conf.app import EXIT_INVALID, interruptible, output_may_close
+    from areal_conf.hydra.app import EXIT_INVALID, interruptible, output_may_close
 
     parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)

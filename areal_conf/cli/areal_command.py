@@ -17,7 +17,7 @@ from areal_conf.cli.options import (
 )
 from areal_conf.cli.own_options import own_options, refuse_own_options
 from areal_conf.errors import AllocationError
-from areal_conf.report import plan_report
+from areal_conf.plan.report import plan_report
 from areal_conf.settings import (
     Settings,
 )
@@ -100,7 +100,7 @@ def add_command_verbs(commands: Any) -> None:
 
 
 def _run_verb(args: argparse.Namespace) -> int:
-    from areal_conf.areal_command import checked_command, run_command
+    from areal_conf.command.check import checked_command, run_command
 
     command = list(args.command)
     if command[:1] == ["--"]:
@@ -126,7 +126,7 @@ def _run_verb(args: argparse.Namespace) -> int:
 
 
 def _sweep(command: list[str], settings: Settings, dry_run: bool) -> int:
-    from areal_conf.areal_sweep import report_sweep_error, sweep_command
+    from areal_conf.command.sweep import report_sweep_error, sweep_command
 
     try:
         return sweep_command(command, settings=settings, dry_run=dry_run)

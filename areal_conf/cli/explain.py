@@ -14,7 +14,7 @@ from areal_conf.cli.options import (
     settings_from,
 )
 from areal_conf.errors import AllocationError
-from areal_conf.explain import explain_config, explain_specs
+from areal_conf.hydra.explain import explain_config, explain_specs
 
 
 def _explain(args: argparse.Namespace) -> None:
@@ -55,9 +55,9 @@ def _explain(args: argparse.Namespace) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> None:
-    from areal_conf.areal_versions import choose_rules
-    from areal_conf.legacy import migrate_allocation_mode, migration_yaml
+    from areal_conf.areal.versions import choose_rules
     from areal_conf.overrides import shell_line
+    from areal_conf.spec.legacy import migrate_allocation_mode, migration_yaml
 
     layout = choose_rules(args.areal_version).rules.teacher_layout
     if args.yaml:
@@ -141,7 +141,7 @@ def add_schema_command(commands: Any) -> None:
 
 
 def _schema(args: argparse.Namespace) -> None:
-    from areal_conf.areal_versions import choose_rules
-    from areal_conf.schema import schema_json
+    from areal_conf.areal.versions import choose_rules
+    from areal_conf.hydra.schema import schema_json
 
     print(schema_json(rules=choose_rules(args.areal_version).rules))

@@ -7,8 +7,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from areal_conf.all_layouts import layouts
-from areal_conf.backends import BACKENDS, MAX_SIZE, join_or
+from areal_conf.advise.sweeps import (
+    check_engine_kind,
+    check_engine_name,
+    default_engine,
+    fitting_layouts,
+    parse_model_args,
+)
+from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.cli.options import (
     MOST_TOKENS,
     add_gpu_memory_option,
@@ -18,21 +24,15 @@ from areal_conf.cli.options import (
     whole,
 )
 from areal_conf.errors import AllocationError
-from areal_conf.model_checks import MODEL_KEYS
-from areal_conf.model_shape import SHAPE_KEYS, merge_model
+from areal_conf.model.shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
-from areal_conf.report import columns, decode_rows, memory_text, ranked_layout_rows
-from areal_conf.roles import ROLE_NAMES
+from areal_conf.plan.report import columns, decode_rows, memory_text, ranked_layout_rows
 from areal_conf.settings import (
     gpu_memory_of,
 )
-from areal_conf.sweeps import (
-    check_engine_kind,
-    check_engine_name,
-    default_engine,
-    fitting_layouts,
-    parse_model_args,
-)
+from areal_conf.spec.backends import BACKENDS, MAX_SIZE, join_or
+from areal_conf.spec.layouts import layouts
+from areal_conf.spec.model_checks import MODEL_KEYS
 
 _LAYOUTS_MAX_TP = 8  # the typical GPUs per node
 
@@ -238,17 +238,17 @@ def _no_layout(args: argparse.Namespace) -> None:
 
 
 def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str) -> None:
-    from areal_conf.performance import model_shape_of
-    from areal_conf.speed import gpu_for_speed
+    from areal_conf.model.shape import shape_of
+    from areal_conf.perf.speed import gpu_for_speed
 
-    shape = model_shape_of(model)
+    shape = shape_of(model)
     gpu, said = gpu_for_speed(settings_from(args).gpu)
     gpu_memory_gb = _gpu_memory_gb(args)
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
     if BACKENDS[args.backend].kind == "inference":
         _ranked_inference(args, shape, gpu, said, engine, per_node)
         return
-    from areal_conf.ranking import rank_layouts
+    from areal_conf.perf.ranking import rank_layouts
 
     microbatch = args.max_tokens_per_mb or shape.max_seq_len
     if microbatch is None:
@@ -295,7 +295,7 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
 def _ranked_inference(
     args: argparse.Namespace, shape: Any, gpu: Any, said: str, engine: str, per_node: int
 ) -> None:
-    from areal_conf.ranking import rank_decode
+    from areal_conf.perf.ranking import rank_decode
 
     context = args.context_tokens or (shape.max_seq_len // 2 if shape.max_seq_len else 4096)
     ranked = rank_decode(
@@ -327,6 +327,6 @@ def _ranked_inference(
 
 
 def _plot(path: str, ranked: Sequence[Any], gpu_memory_gb: float, title: str) -> None:
-    from areal_conf.plot import plot_layouts
+    from areal_conf.advise.plot import plot_layouts
 
     plot_layouts(path, ranked, gpu_memory_gb, title)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from areal_conf.advise.sweeps import parse_model_args
 from areal_conf.settings import (
     DEFAULT_GPU_MEMORY_GB,
     Settings,
     from_environment,
     positive_gb,
 )
-from areal_conf.sweeps import parse_model_args
 
 #: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
 #: every estimate stays a finite float.
@@ -22,7 +22,7 @@ MOST_TOKENS = 2**40
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """areal-conf's knobs: the environment's, with this command line's options on top."""
-    from areal_conf.areal_versions import supported_version
+    from areal_conf.areal.versions import supported_version
 
     env = from_environment()
     version = getattr(args, "areal_version", None)
@@ -33,7 +33,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     gb_from = "--gpu-memory-gb"
     gpu = getattr(args, "gpu", None)
     if gpu is not None:
-        from areal_conf.hardware import hardware
+        from areal_conf.model.hardware import hardware
 
         known = hardware(gpu, "--gpu")
         if gb is None:
@@ -74,7 +74,7 @@ def add_gpu_memory_option(parser: argparse.ArgumentParser, when: str = "") -> No
 
 
 def add_gpu_option(parser: argparse.ArgumentParser) -> None:
-    from areal_conf.hardware import HARDWARE
+    from areal_conf.model.hardware import HARDWARE
 
     parser.add_argument(
         "--gpu",

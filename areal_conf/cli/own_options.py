@@ -72,7 +72,7 @@ def command_after_separator(parser: argparse.ArgumentParser, argv: list[str]) ->
 def refuse_own_options(args: argparse.Namespace, command: list[str]) -> None:
     """areal-conf's options written after the AReaL command would reach AReaL (whose
     loader reads them as overrides and fails): say where they go instead."""
-    from areal_conf.areal_argv import command_error
+    from areal_conf.command.argv import command_error
 
     options: dict[str, argparse.Action] = args.own_options
     for i, token in enumerate(command):

@@ -18,7 +18,7 @@ from areal_conf.cli.own_options import own_options, refuse_own_options
 
 
 def _suggest(args: argparse.Namespace) -> None:
-    from areal_conf.areal_command import suggest_for_command
+    from areal_conf.command.check import suggest_for_command
 
     command = list(args.command)
     if command[:1] == ["--"]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from areal_conf.allocation import ModelAllocation
-from areal_conf.checks import Context
 from areal_conf.errors import AllocationError
+from areal_conf.rules.checks import Context
 from areal_conf.rules.common import SCHEDULER_NAME, v1_awex
+from areal_conf.spec.allocation import ModelAllocation
 
 
 def check_awex_sharing(ctx: Context) -> None:
@@ -96,7 +96,7 @@ def _awex_rollout(r: ModelAllocation, gpus: int) -> str:
 def scaled_layout(alloc: ModelAllocation, gpus: int) -> str | None:
     """``alloc`` with its data-parallel size changed to take ``gpus`` GPUs (its other sizes
     kept), or None when they do not divide ``gpus``."""
-    from areal_conf.parser import parse_backend
+    from areal_conf.spec.parser import parse_backend
 
     p = alloc.parallel
     rest = alloc.world_size // p.dp_size
@@ -111,7 +111,7 @@ def scaled_layout(alloc: ModelAllocation, gpus: int) -> str | None:
 
 
 def _created_before(ctx: Context, name: str, other: str) -> bool:
-    from areal_conf.engines import creation_order
+    from areal_conf.rules.engines import creation_order
 
     order = creation_order(ctx.run, ctx.engines)
     return order.index(name) < order.index(other)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from areal_conf.checks import Context, colocate
-from areal_conf.engines import replica_mismatch, replica_text, strategy_key
+from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import AllocationError
-from areal_conf.plan import EnginePlan
+from areal_conf.plan.plan import EnginePlan
+from areal_conf.rules.checks import Context, colocate
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text
-from areal_conf.run_config import EngineSection
+from areal_conf.rules.engines import replica_mismatch, replica_text, strategy_key
 
 
 def ignore_v2_rollout_colocation(ctx: Context) -> None:

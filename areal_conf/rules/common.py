@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.checks import Context
-from areal_conf.plan import EnginePlan
-from areal_conf.run_config import EngineSection
+from areal_conf.config.run_config import EngineSection
+from areal_conf.plan.plan import EnginePlan
+from areal_conf.rules.checks import Context
 
 #: How messages name each scheduler.
 SCHEDULER_NAME: Final = {"local": "local", "slurm": "Slurm", "ray": "Ray"}

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.backends import join_or
-from areal_conf.checks import Context, same_gpus_layout
+from areal_conf.config.run_config import EngineSection, Teacher
 from areal_conf.errors import AllocationError
+from areal_conf.rules.checks import Context, same_gpus_layout
 from areal_conf.rules.common import quoted
-from areal_conf.run_config import EngineSection, Teacher
+from areal_conf.spec.backends import join_or
 
 CONTROLLERS: Final = ("v1", "v2")
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.checks import Context
+from areal_conf.areal.local_gpus import CUDA_ENV
 from areal_conf.errors import AllocationError
-from areal_conf.local_gpus import CUDA_ENV
-from areal_conf.plan import EnginePlan
+from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.awex import scaled_layout
+from areal_conf.rules.checks import Context
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text, quoted
 
 SCHEDULERS: Final = ("local", "slurm", "ray")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.checks import Context
 from areal_conf.errors import AllocationError
+from areal_conf.rules.checks import Context
 from areal_conf.rules.common import quoted, v1_awex
 
 COLOCATED_UPDATES: Final = ("disk", "awex")  # weight updates that reach a colocated rollout

@@ -34,15 +34,15 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
+from areal_conf.advise.sweeps import check_sweep_sizes
 from areal_conf.errors import AllocationError
-from areal_conf.job_overrides import job_overrides_line, user_override
-from areal_conf.sweeps import check_sweep_sizes
+from areal_conf.hydra.job_overrides import job_overrides_line, user_override
 from hydra_plugins.areal_conf_plugin._compose import DelegatingLoader, SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin.areal_launcher import TARGET, AReaLLauncher
 
 if TYPE_CHECKING:
-    from areal_conf.plan import Plan
+    from areal_conf.plan.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def launch(
     initial_job_idx: int,
 ) -> Sequence[JobReturn]:
     """Validate the batch, then launch it (see the module's docstring). A ``SIGINT``
-    or ``SIGTERM`` meanwhile (``KeyboardInterrupt``) becomes ``areal_conf.app``'s
+    or ``SIGTERM`` meanwhile (``KeyboardInterrupt``) becomes ``areal_conf.hydra.app``'s
     ``Interrupted``, saying how many jobs may have started."""
     _SweepRecord.disarm()  # the sweeper saved its record before launching, if ever
     try:
@@ -143,7 +143,7 @@ def interrupted_sweep(exc: KeyboardInterrupt, launched: int) -> KeyboardInterrup
     account (its driver got the signal) as it is, else whether any job was started."""
     import signal
 
-    from areal_conf.app import NOTHING_STARTED, Interrupted
+    from areal_conf.hydra.app import NOTHING_STARTED, Interrupted
 
     if isinstance(exc, Interrupted) and exc.what != NOTHING_STARTED:
         return exc
@@ -411,8 +411,8 @@ def _compose_and_validate(
     each failure stays with its job. ``whole_sweep``: the jobs are every job of a sweep
     launched in several batches (the message says so); ``for_later_batches``: what is
     kept stays kept past the end of the current batch."""
+    from areal_conf.config.known_keys import UnknownKey
     from areal_conf.errors import AllocationError
-    from areal_conf.known_keys import UnknownKey
     from areal_conf.progress import Progress
 
     loader = launcher.loader
@@ -463,7 +463,7 @@ def composition_failure(
     """Why Hydra could not compose a job, in Hydra's words (its message, or that of the
     OmegaConf error it wraps without one); an override of a key the config lacks, with
     the key it may mean (``loader`` composes the job without it to find it)."""
-    from areal_conf.known_keys import missing_key, refused_override
+    from areal_conf.config.known_keys import missing_key, refused_override
 
     override = refused_override(str(err), overrides)
     if override is not None and loader is not None:
@@ -487,7 +487,7 @@ def _without(loader: SweepLoader, overrides: Sequence[str], override: str) -> Di
 def _version() -> str | None:
     """The AReaL version whose rules validate the jobs (None: the choice is invalid, as
     validation will say)."""
-    from areal_conf.areal_versions import choose_rules
+    from areal_conf.areal.versions import choose_rules
     from areal_conf.errors import AllocationError
     from areal_conf.settings import default_settings
 
@@ -554,7 +554,7 @@ def is_areal_config(cfg: Any) -> bool:
     """True when ``cfg`` has an engine (a role section, or any top-level section with a
     ``backend``) or ``allocation_mode``; another application's sweep through this
     launcher is not validated."""
-    from areal_conf.reading import has_engines
+    from areal_conf.config.reading import has_engines
 
     return has_engines(cfg)
 

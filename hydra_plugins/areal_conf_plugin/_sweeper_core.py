@@ -7,7 +7,7 @@ expansion of the sweep overrides into batches of jobs, with :func:`layout_batche
    expanded exactly as Hydra's basic sweeper expands them, into the cartesian product
    of their values: the *combinations*.
 2. Each combination is composed (as its jobs will be) and
-   :func:`areal_conf.sweeps.engine_layouts` lists the layouts of the engine for that
+   :func:`areal_conf.advise.sweeps.engine_layouts` lists the layouts of the engine for that
    config; defaults (backend, world size, tp cap, model) come from it. With ``fits``
    only the layouts that fit memory are kept; ``rank=step_time`` orders them by
    predicted step time, fastest first, and ``top_k`` keeps the first ones.
@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.errors import ConfigCompositionException
 
-from areal_conf.errors import AllocationError
-from areal_conf.overrides import hydra_value
-from areal_conf.sweeps import (
+from areal_conf.advise.sweeps import (
     EngineSweep,
     check_engine,
     check_ranking,
     check_sweep_sizes,
     engine_layouts,
 )
+from areal_conf.errors import AllocationError
+from areal_conf.overrides import hydra_value
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -171,7 +171,7 @@ def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
 def _summary(found: EngineSweep, others: list[str]) -> str:
     items = list(found.layouts)
     if found.seconds:
-        from areal_conf.report import seconds_text
+        from areal_conf.plan.report import seconds_text
 
         items = [
             f"{spec} ({seconds_text(s)} s{'' if fit else ', does not fit'})"

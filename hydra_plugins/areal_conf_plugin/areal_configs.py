@@ -4,7 +4,7 @@ Hydra imports this module when it discovers plugins (the ``hydra_plugins`` names
 scan, and on Hydra 1.4 also the ``hydra.plugins`` entry points), in every application of
 the environment. So that nothing has to import ``areal_conf`` first:
 
-* importing it registers the ``areal.`` resolvers; each imports ``areal_conf.resolvers``
+* importing it registers the ``areal.`` resolvers; each imports ``areal_conf.hydra.resolvers``
   (and the parser) when it first runs;
 * ``AReaLSearchPathPlugin`` adds ``areal-conf://`` to every application's config search
   path, and ``AReaLConfigSource`` serves the configs below from it, each built from its
@@ -46,8 +46,8 @@ def configs() -> dict[str, str]:
     from areal_conf.hydra_names import INNER_ALIASES
 
     return {
-        "areal_schema": "areal_conf.config:schema_node",
-        "areal_engine": "areal_conf.config:engine_node",
+        "areal_schema": "areal_conf.hydra.structured:schema_node",
+        "areal_engine": "areal_conf.hydra.structured:engine_node",
         "hydra/launcher/areal": f"{_CONFIGS_MODULE}:AReaLLauncherConf",
         **{
             f"hydra/launcher/areal_{inner}": f"{_CONFIGS_MODULE}:AREAL_{inner.upper()}"
@@ -58,25 +58,25 @@ def configs() -> dict[str, str]:
 
 
 def _allocation(*, _parent_: Any, _root_: Any) -> Any:
-    from areal_conf.resolvers import engine_allocation
+    from areal_conf.hydra.resolvers import engine_allocation
 
     return engine_allocation(_parent_, _root_)
 
 
 def _alloc(spec: Any) -> Any:
-    from areal_conf.resolvers import alloc
+    from areal_conf.hydra.resolvers import alloc
 
     return alloc(spec)
 
 
 def _world_size(spec: Any) -> Any:
-    from areal_conf.resolvers import world_size
+    from areal_conf.hydra.resolvers import world_size
 
     return world_size(spec)
 
 
 #: The ``areal.`` resolvers. Registered at discovery, so they are thin: the work (and the
-#: parser's import) waits in ``areal_conf.resolvers`` until a config uses one.
+#: parser's import) waits in ``areal_conf.hydra.resolvers`` until a config uses one.
 RESOLVERS: dict[str, Callable[..., Any]] = {
     "areal.allocation": _allocation,
     "areal.alloc": _alloc,

@@ -1,0 +1,273 @@
+"""``python -m areal_conf suggest``: the predicted-fastest layouts of a config's engines,
+and the rollout/actor split at which generation keeps up with training.
+
+Pure: it takes the config as read (:class:`areal_conf.config.run_config.RunConfig`), its plan and
+the model's shape; the command line composes the YAML and prints :func:`suggestion_text`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from areal_conf.config.run_config import RunConfig
+from areal_conf.errors import AllocationError
+from areal_conf.model.hardware import Hardware
+from areal_conf.model.shape import ModelShape
+from areal_conf.perf.decode import DecodeThroughput
+from areal_conf.perf.ranking import (
+    Critic,
+    RankedLayout,
+    RLSplit,
+    as_model_mapping,
+    rank_decode,
+    rank_training,
+    rl_split,
+)
+from areal_conf.perf.speed import TrainingStep, training_step
+from areal_conf.perf.workload import NoWorkload, StepWorkload, decode_context, step_workload
+from areal_conf.plan.plan import Plan
+from areal_conf.plan.report import columns, decode_rows, ranked_layout_rows, seconds_text
+from areal_conf.rules.fit import engine_knobs
+
+
+@dataclass(frozen=True)
+class TrainingSuggestion:
+    engine: str
+    current: str
+    gpus: int
+    step: TrainingStep
+    ranked: tuple[RankedLayout, ...]
+    current_seconds: float | None
+
+
+@dataclass(frozen=True)
+class RolloutSuggestion:
+    engine: str
+    current: str
+    gpus: int
+    ranked: tuple[tuple[str, DecodeThroughput], ...]
+    concurrent: int
+    context_tokens: int
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    gpu: str
+    training: tuple[TrainingSuggestion, ...]
+    rollout: RolloutSuggestion | None
+    split: RLSplit | None
+    notes: tuple[str, ...]
+
+
+def suggest(
+    run: RunConfig,
+    plan: Plan,
+    shape: ModelShape,
+    *,
+    gpu: Hardware,
+    gpu_said: str,
+    gpu_memory_gb: float,
+    mean_response_tokens: int | None = None,
+    top: int = 3,
+) -> Suggestion:
+    """The ``top`` predicted-fastest layouts of each engine on the GPUs it has, and the
+    rollout/actor split (when both are built and run on GPUs of their own)."""
+    n = max(1, plan.n_gpus_per_node)
+    mapping = as_model_mapping(shape)
+    notes: list[str] = []
+    training: list[TrainingSuggestion] = []
+    for name, e in plan.engines.items():
+        section = run.engines.get(name)
+        if e.allocation is None or e.allocation.is_inference or section is None:
+            continue
+        step = training_step(run, section, mean_response_tokens)
+        if isinstance(step, str):
+            notes.append(f"{name}: no prediction ({step})")
+            continue
+        knobs = engine_knobs(run, section, e.allocation, gpu_memory_gb)
+        knobs.pop("gpu_memory_gb", None)
+        knobs.pop("tokens_per_microbatch", None)
+        ranked = rank_training(
+            step,
+            e.allocation.backend,
+            e.gpus,
+            mapping,
+            gpu=gpu,
+            n_gpus_per_node=n,
+            gpu_memory_gb=gpu_memory_gb,
+            memory_knobs=knobs,
+            top=top,
+        )
+        training.append(
+            TrainingSuggestion(name, str(e.allocation), e.gpus, step, tuple(ranked), e.step_seconds)
+        )
+    rollout_engine = plan.engines.get("rollout")
+    rollout: RolloutSuggestion | None = None
+    found = step_workload(run, mean_response_tokens)
+    work = found if isinstance(found, StepWorkload) and found.trainer == "rl" else None
+    rollout_section = run.rollout
+    concurrent = None
+    if rollout_section is not None:
+        concurrent = rollout_section.max_concurrent_rollouts or (work.sequences if work else None)
+    if rollout_engine is not None and rollout_engine.allocation is not None and concurrent:
+        alloc = rollout_engine.allocation
+        context = decode_context(run, mean_response_tokens)
+        rollout = RolloutSuggestion(
+            "rollout",
+            str(alloc),
+            rollout_engine.gpus,
+            tuple(
+                rank_decode(
+                    alloc.backend,
+                    rollout_engine.gpus,
+                    shape,
+                    gpu=gpu,
+                    concurrent=concurrent,
+                    context_tokens=context,
+                    n_gpus_per_node=n,
+                    mem_fraction=run.workload.mem_fraction.get(alloc.backend),
+                    top=top,
+                )
+            ),
+            concurrent,
+            context,
+        )
+    split = _split(run, plan, shape, gpu, mean_response_tokens, notes)
+    return Suggestion(gpu_said, tuple(training), rollout, split, tuple(notes))
+
+
+def _split(
+    run: RunConfig,
+    plan: Plan,
+    shape: ModelShape,
+    gpu: Hardware,
+    mean_response_tokens: int | None,
+    notes: list[str],
+) -> RLSplit | None:
+    actor, rollout = plan.engines.get("actor"), plan.engines.get("rollout")
+    if actor is None or rollout is None or actor.allocation is None or rollout.allocation is None:
+        return None
+    if actor.colocated_with or rollout.colocated_with:
+        notes.append("split: the rollout and the actor share GPUs, so there is no split to choose")
+        return None
+    section = run.actor
+    work = step_workload(run, mean_response_tokens)
+    if section is None or not isinstance(work, StepWorkload):
+        notes.append(f"split: {work.reason if isinstance(work, NoWorkload) else 'no actor'}")
+        return None
+    rollout_section = run.rollout
+    try:
+        return rl_split(
+            shape,
+            gpu=gpu,
+            total_gpus=actor.gpus + rollout.gpus,
+            batch_size=work.batch_size,
+            n_samples=work.n_samples,
+            max_new_tokens=work.max_new_tokens,
+            prompt_tokens=work.prompt_tokens,
+            mean_response_tokens=mean_response_tokens,
+            n_gpus_per_node=max(1, plan.n_gpus_per_node),
+            rollout_backend=rollout.allocation.backend,
+            actor_backend=actor.allocation.backend,
+            tokens_per_microbatch=section.tokens_per_mb,
+            recompute="full" if section.gradient_checkpointing else "none",
+            ppo_n_minibatches=max(1, section.ppo_n_minibatches),
+            asynchronous=(rollout_section.max_head_offpolicyness if rollout_section else 0) > 0,
+            max_concurrent_rollouts=rollout_section.max_concurrent_rollouts
+            if rollout_section
+            else None,
+            critic=_critic(run, plan, notes),
+        )
+    except AllocationError as err:
+        notes.append(f"split: {err.reason}")
+        return None
+
+
+def _critic(run: RunConfig, plan: Plan, notes: list[str]) -> Critic | None:
+    """The critic the split counts: on the actor's GPUs (colocated) or on its own; None
+    when there is no critic that trains (or it shares the rollout's GPUs, which the split
+    moves: not counted, and said)."""
+    critic, section = plan.engines.get("critic"), run.engines.get("critic")
+    if critic is None or critic.allocation is None or section is None or not section.trainable:
+        return None
+    if critic.owner not in ("actor", critic.name):
+        notes.append(f"split: the critic runs on the {critic.owner}'s GPUs; not counted")
+        return None
+    return Critic(
+        backend=critic.allocation.backend,
+        ppo_n_minibatches=section.ppo_n_minibatches,
+        tokens_per_microbatch=section.tokens_per_mb,
+        recompute="full" if section.gradient_checkpointing else "none",
+        layout=None if critic.owner == "actor" else str(critic.allocation),
+    )
+
+
+def suggestion_text(s: Suggestion) -> str:
+    """What ``suggest`` prints."""
+    lines = [f"predicted on {s.gpu}"]
+    for t in s.training:
+        now = "" if t.current_seconds is None else f", {seconds_text(t.current_seconds)} s/step"
+        lines += ["", f"{t.engine} ({t.current} on {t.gpus} GPUs{now}): fastest layouts"]
+        lines += _indented(ranked_layout_rows(t.ranked, ""))
+        lines.append(
+            f"  {t.step.batch_text()}, micro-batches of at most "
+            f"{t.step.tokens_per_microbatch:,} tokens"
+        )
+    if s.rollout is not None:
+        r = s.rollout
+        lines += ["", f"{r.engine} ({r.current} on {r.gpus} GPUs): fastest layouts"]
+        lines += _indented(decode_rows(r.ranked, ""))
+        lines.append(
+            f"  decoding {r.concurrent:,} sequences at once, {r.context_tokens:,} tokens of "
+            "context on average"
+        )
+    if s.split is not None:
+        sp = s.split
+        how = "longer of" if sp.assumptions["asynchronous"] else "sum of"
+        lines += [
+            "",
+            f"rollout/actor split of {sp.best.rollout_gpus + sp.best.actor_gpus} GPUs (a step "
+            f"takes the {how} generating and training):",
+        ]
+        critic = sp.best.critic is not None
+        rows = [
+            (
+                "rollout",
+                "actor",
+                "rollout layout",
+                "actor layout",
+                *(("critic layout",) if critic else ()),
+                "generate s",
+                "train s",
+                "step s",
+            )
+        ]
+        for o in sp.options:
+            mark = " <- best" if o == sp.best else ""
+            rows.append(
+                (
+                    str(o.rollout_gpus),
+                    str(o.actor_gpus),
+                    o.rollout,
+                    o.actor,
+                    *((o.critic or "",) if critic else ()),
+                    seconds_text(o.generate_s),
+                    seconds_text(o.train_s),
+                    seconds_text(o.step_s) + mark,
+                )
+            )
+        lines += _indented(rows)
+        a = sp.assumptions
+        lines.append(
+            f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
+            "(--mean-response-tokens), prompts of "
+            f"{a['prompt_tokens']:,} tokens, {a['concurrent_rollouts']:,} rollouts at once; "
+            f"counted: {a['counted']}"
+        )
+    lines += [f"note: {n}" for n in s.notes]
+    return "\n".join(lines)
+
+
+def _indented(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    return ["  " + line for line in columns(rows)]

@@ -1,0 +1,292 @@
+"""Check an AReaL training command before it starts, and start it when it passes.
+
+``python -m areal_conf check <AReaL command>`` and ``run`` take the command exactly as
+the user types it for AReaL (``python examples/math/gsm8k_rl.py --config x.yaml
+scheduler.type=slurm ...`` or ``areal train run ...``). :func:`check_command` reads it as
+AReaL's loader does (:mod:`areal_conf.command.argv`), composes ``--config`` with its
+overrides the way the loader composes it (Hydra's compose API on the YAML's directory,
+the config name being the file name up to ``.yaml``), validates the result with the
+rules of the AReaL version in use and returns the plan. No driver is imported or
+started. :func:`run_command` then runs the command unchanged (same arguments,
+environment and working directory) and returns its exit status.
+
+Hydra-facing: Hydra is imported when a command is composed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from areal_conf.arguments import optional_path, strings
+from areal_conf.command.argv import AReaLCommand, command_error, parse_areal_command
+from areal_conf.command.process import Finished, run_forwarding
+from areal_conf.config.known_keys import UnknownKey
+from areal_conf.errors import AllocationError
+from areal_conf.overrides import format_overrides
+from areal_conf.plan.plan import Plan
+from areal_conf.settings import Settings, optional_settings
+
+#: The file suffix AReaL's loader strips to name the config it composes.
+AREAL_CONFIG_SUFFIX = ".yaml"
+
+
+@dataclass(frozen=True)
+class CheckedCommand:
+    """An AReaL command that passed the check, and its plan."""
+
+    command: AReaLCommand
+    plan: Plan
+
+
+def check_command(
+    argv: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Plan:
+    """The plan of the AReaL training command ``argv`` (composed as AReaL composes it,
+    checked with the rules of the AReaL version in use), or an ``AllocationError``
+    saying what is wrong with the command or its config. ``cwd``: where the command
+    would run (default: here); ``settings``: areal-conf's own knobs (the AReaL version,
+    a GPU's memory, the model), never part of the command."""
+    return checked_command(argv, settings=settings, cwd=cwd).plan
+
+
+def checked_command(
+    argv: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> CheckedCommand:
+    """:func:`check_command`, returning the command as read beside its plan."""
+    argv = strings("argv", argv, example='shlex.split("python examples/math/gsm8k_rl.py ...")')
+    cwd = optional_path("cwd", cwd, example="e.g. the AReaL checkout, or None for here")
+    settings = optional_settings(settings)
+    command = parse_areal_command(argv, cwd)
+    refuse_sweeps(command)
+    version = settings.areal_version if settings is not None else None
+    cfg = compose_as_areal(command, areal_version=version)
+    return CheckedCommand(command, _validated(command, cfg, settings))
+
+
+def suggest_for_command(
+    argv: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    top: int = 3,
+) -> str:
+    """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
+    (or a whole AReaL command): the config is composed as AReaL composes it and checked
+    first, so a config that would not start gets its error instead."""
+    from areal_conf.advise.suggest import suggest, suggestion_text
+    from areal_conf.areal.versions import choose_rules
+    from areal_conf.command.argv import parse_config_command
+    from areal_conf.config.reading import read_config
+    from areal_conf.model.shape import model_shape, resolve_model
+    from areal_conf.perf.speed import gpu_for_speed
+    from areal_conf.settings import default_settings, gpu_memory_of
+
+    if type(top) is not int or top < 1:
+        raise AllocationError(
+            f"--top must be a positive integer, got {top!r}", None, None, hint="e.g. --top 3"
+        )
+    settings = settings if settings is not None else default_settings()
+    command = parse_config_command(argv, cwd)
+    cfg = compose_as_areal(command, areal_version=settings.areal_version)
+    plan = _validated(command, cfg, settings)
+    run = read_config(cfg, choose_rules(settings.areal_version).rules)
+    actor = run.actor
+    source = resolve_model(
+        dict(run.model),
+        actor.path if actor is not None else None,
+        settings.model,
+        settings.model_from,
+    )
+    shape = model_shape(source.keys)
+    if isinstance(shape, str):
+        raise AllocationError(
+            f"suggest needs the model's shape: {shape}",
+            None,
+            None,
+            hint="give it with --model hf_config=<the model's config.json, directory or "
+            "Hugging Face id> (or AREAL_CONF_MODEL)",
+        )
+    gpu, said = gpu_for_speed(settings.gpu)
+    memory_gb, _, _ = gpu_memory_of(settings, run.cluster.gpu_memory_gb)
+    found = suggest(
+        run,
+        plan,
+        shape,
+        gpu=gpu,
+        gpu_said=said,
+        gpu_memory_gb=memory_gb,
+        mean_response_tokens=settings.mean_response_tokens,
+        top=top,
+    )
+    return suggestion_text(found)
+
+
+def run_command(command: AReaLCommand, *, env: Mapping[str, str] | None = None) -> Finished:
+    """Run ``command`` as given, in its working directory, forwarding signals; its exit
+    status as a shell reports it. ``OSError`` when it cannot be started."""
+    return run_forwarding(command.argv, cwd=command.cwd, env=env)
+
+
+def compose_as_areal(
+    command: AReaLCommand,
+    overrides: Sequence[str] | None = None,
+    *,
+    areal_version: str | None = None,
+) -> Any:
+    """The config AReaL's loader composes for ``command`` (with ``overrides`` in place of
+    the command's own, for one job of a sweep): the ``--config`` file's directory is the
+    config directory, the file name up to ``.yaml`` the config name. An override of a key
+    the YAML lacks points at the override, with the key it may mean among the YAML's and
+    AReaL ``areal_version``'s keys."""
+    from areal_conf.hydra.explain import compose_file
+
+    path = config_file(command)
+    given = command.overrides if overrides is None else tuple(overrides)
+    parse_overrides(command, given)
+    name = path.name.split(AREAL_CONFIG_SUFFIX)[0]
+    try:
+        return compose_file(path, name, given, shown=command.config, areal_version=areal_version)
+    except UnknownKey as err:
+        override = err.given_by(given)
+        if override is None:
+            raise
+        raise _about_override(
+            command,
+            _override_index(command, override, given.index(override)),
+            override,
+            err.reason,
+            err.hint,
+        ) from None
+
+
+def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Plan:
+    """``validate(cfg)``; a key AReaL lacks that one of the command's overrides wrote is
+    an error pointing at that override, whose fix rewrites it."""
+    from areal_conf.validation import validate
+
+    try:
+        return validate(cfg, settings=settings)
+    except UnknownKey as err:
+        override = err.given_by(command.overrides)
+        if override is None:
+            raise
+        fixed = err.for_override(override)
+        n = command.overrides.index(override)
+        raise _about_override(
+            command, _override_index(command, override, n), override, fixed.reason, fixed.hint
+        ) from None
+
+
+def config_file(command: AReaLCommand) -> Any:
+    """The ``--config`` file, checked as AReaL's loader needs it: it exists, and its name
+    ends in ``.yaml`` (the loader asks Hydra for the name up to ``.yaml``; Hydra finds
+    nothing for ``x.yml``)."""
+    path = command.config_path
+    index = _config_index(command)
+    if not path.is_file():
+        what = "a directory, not a file" if path.is_dir() else "no such file"
+        raise command_error(
+            command.argv,
+            index,
+            f"--config {command.config}: {what}",
+            "give the experiment YAML the AReaL command loads (a path relative to the "
+            "directory the command runs in), e.g. --config examples/math/gsm8k_grpo.yaml",
+        )
+    if not path.name.endswith(AREAL_CONFIG_SUFFIX):
+        raise command_error(
+            command.argv,
+            index,
+            f"--config {command.config}: AReaL's loader reads only .yaml files (it asks "
+            f"Hydra for the name before '.yaml', and Hydra finds no config {path.name!r})",
+            f"rename the file to {path.stem}.yaml",
+        )
+    return path
+
+
+def parse_overrides(command: AReaLCommand, overrides: Sequence[str]) -> list[Any]:
+    """Each override parsed with Hydra's own parser; one that does not parse is an
+    error pointing at it (in the command when it is one of the command's)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for n, override in enumerate(overrides):
+        try:
+            parsed.append(parser.parse_override(override))
+        except HydraException as err:  # OverrideParseException, or its cause alone
+            index = _override_index(command, override, n)
+            reason = str(err).split("\n")
+            detail = next((line for line in reason if line and "Error parsing" not in line), "")
+            raise _about_override(
+                command,
+                index,
+                override,
+                f"Hydra cannot parse the override {override!r}: {detail.strip()}",
+                _quoting_hint(override),
+            ) from None
+    return parsed
+
+
+def refuse_sweeps(command: AReaLCommand) -> None:
+    """``check`` and ``run`` take one training run: an override with several values
+    (``a=1,2``, ``range()``, ``choice()``) is a sweep."""
+    for n, parsed in enumerate(parse_overrides(command, command.overrides)):
+        if parsed.is_sweep_override():
+            index = command.override_indices[n]
+            raise command_error(
+                command.argv,
+                index,
+                f"{command.overrides[n]!r} gives several values: that is a sweep, and this "
+                "verb starts one run",
+                "sweep it with python -m areal_conf sweep <the same command> (add --dry-run "
+                "to see every job and its plan first), or give one value",
+            )
+
+
+def _config_index(command: AReaLCommand) -> int | None:
+    for i, arg in enumerate(command.argv):
+        if arg == command.config or arg.endswith("=" + command.config):
+            return i
+    return None
+
+
+def _override_index(command: AReaLCommand, override: str, n: int) -> int | None:
+    if command.overrides[n : n + 1] == (override,):
+        return command.override_indices[n]
+    return None
+
+
+def _about_override(
+    command: AReaLCommand, index: int | None, override: str, reason: str, hint: str
+) -> AllocationError:
+    if index is not None:
+        return command_error(command.argv, index, reason, hint)
+    return AllocationError(reason, override, None, hint=hint)
+
+
+def _quoting_hint(override: str) -> str:
+    key, eq, value = override.partition("=")
+    if eq and any(ch in value for ch in "()|[]{},"):
+        try:
+            fixed = format_overrides([f"{key}={value}"])
+        except AllocationError:
+            fixed = ""
+        if fixed and fixed != override:
+            return (
+                f"quote the value for Hydra and for the shell: {fixed}; or use the YAML "
+                "for values with special characters"
+            )
+    return (
+        "write key=value to change a key, +key=value to add one, ~key to delete one; "
+        "AReaL passes every argument other than --config to Hydra as an override"
+    )

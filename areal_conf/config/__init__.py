@@ -1,0 +1,1 @@
+"""A composed config read once into typed objects; the one place that touches OmegaConf's nodes."""

@@ -1,0 +1,585 @@
+"""The keys AReaL's loader accepts, and the check that a config has no others.
+
+AReaL's loader (``load_expr_config`` in ``areal/api/cli_args.py``) merges a config into
+its config dataclasses strictly: a key that is no field of the dataclass at its place
+stops the run (``Key 'bakend' not in 'PPOActorConfig'``). Those fields, read from
+``cli_args.py`` at the commit of each version's rules by ``scripts/areal_keys.py``, are
+package data (``areal_conf/data/areal_keys_<version>.json``); AReaL is never imported.
+
+:func:`check_keys` runs first when a config is read (:func:`areal_conf.config.reading.read_config`)
+and reports the first key that AReaL's dataclasses lack, in config order, as one
+:class:`UnknownKey` with the key it may mean: in the engine sections (the roles, and any
+other section with a ``backend``), ``cluster``, ``scheduler``, ``sglang``, ``vllm``,
+``gconfig``, the datasets and every other section AReaL's experiment configs declare, down
+to their subsections (``actor.mb_spec``, ``actor.scheduling_spec.0``). A key is valid
+where any of AReaL's experiment configs (SFT, RW, DPO, PPO, GRPO) has it: ``actor.beta``
+is DPO's. Top-level keys are not checked (an AReaL driver's config class adds its own),
+nor sections only a driver declares, nor the keys under a ``dict`` field.
+
+areal-conf's own configs (those with a ``model`` section, or typed by ``areal_schema``)
+may also have areal-conf's keys: the ``model`` section, ``cluster.gpu_memory_gb`` and an
+engine's ``allocation`` (:mod:`areal_conf.hydra.structured`). The teacher's keys of the layout
+another supported AReaL version uses are left to the teacher rules, which translate them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Final
+
+from areal_conf.errors import AllocationError
+
+#: What a field holds, in the table: a value (None), a section of a dataclass
+#: (``"Name"``), a list of them (``"Name[]"``) or any keys (``"*"``).
+FREE: Final = "*"
+_LIST: Final = "[]"
+#: How close a key must be to one it may mean (difflib's ratio).
+CUTOFF: Final = 0.75
+#: A section with at most this many keys lists them when a key is not close to any.
+_LISTED: Final = 20
+#: Top-level sections that are no engine, whatever keys they hold.
+_NOT_ENGINES: Final = frozenset({"model", "hydra"})
+#: The section areal-conf's own configs add (AReaL has no ``model``).
+MODEL: Final = "model"
+#: areal-conf's own keys, valid in its own configs only: what its schema
+#: (``areal_conf.hydra.structured``, which the core does not import) adds to AReaL's engine
+#: sections and cluster. A test keeps them and the schema's dataclasses equal.
+OWN_ENGINE_KEYS: Final = frozenset({"allocation"})
+OWN_CLUSTER_KEYS: Final = frozenset({"gpu_memory_gb"})
+#: What to do instead of an areal-conf key in a config that is not areal-conf's own.
+_OWN_KEY_INSTEAD: Final = {
+    "gpu_memory_gb": "AREAL_CONF_GPU_MEMORY_GB=80 gives areal-conf a GPU's memory instead, as "
+    "does --gpu-memory-gb 80 on python -m areal_conf",
+    "allocation": "areal-conf derives an engine's allocation from its backend",
+}
+
+
+@dataclass(frozen=True)
+class Removed:
+    """Keys AReaL refuses with a message of its own (before its merge), in ``sections``."""
+
+    keys: frozenset[str]
+    sections: tuple[str, ...]
+    message: tuple[str, ...]  # AReaL's message, one entry per line
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """The fields of AReaL's config dataclasses at one commit (one version's rules)."""
+
+    version: str
+    commit: str
+    classes: Mapping[str, Mapping[str, str | None]]
+    experiments: tuple[str, ...]  # BaseExperimentConfig and its subclasses
+    removed: Removed | None = None
+
+
+@functools.cache
+def areal_keys(version: str) -> KeyTable:
+    """The table of AReaL ``version``'s config keys (package data)."""
+    text = resources.files("areal_conf").joinpath("data", f"areal_keys_{version}.json")
+    data = json.loads(text.read_text(encoding="utf-8"))
+    gone = data.get("removed")
+    return KeyTable(
+        version=data["areal_version"],
+        commit=data["areal_commit"],
+        classes=data["classes"],
+        experiments=tuple(data["experiments"]),
+        removed=Removed(frozenset(gone["keys"]), tuple(gone["sections"]), tuple(gone["message"]))
+        if gone
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class Section:
+    """The keys one section of a config may have.
+
+    ``classes`` are AReaL's dataclasses at its place (several where the experiment
+    configs differ: ``actor`` is a ``PPOActorConfig``, a ``DPOEngineConfig`` or a
+    ``TrainEngineConfig``); ``fields`` what each of their keys holds; ``own``
+    areal-conf's keys, valid in areal-conf's own configs; ``left`` keys that another
+    AReaL version has here, which the rules of this one translate.
+    """
+
+    path: str
+    classes: tuple[str, ...]
+    fields: Mapping[str, frozenset[str | None]]
+    own: frozenset[str] = frozenset()
+    left: frozenset[str] = frozenset()
+    table: KeyTable | None = None
+    #: The keys that hold sections of AReaL's dataclasses, and those dataclasses.
+    subsections: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def child(self, key: str) -> Section | None:
+        """The section under ``key`` (None: a value, or a section of any keys)."""
+        names = self.subsections.get(key)
+        if names is None or self.table is None:
+            return None
+        return _section(self.table.version, f"{self.path}.{key}" if self.path else key, names)
+
+    def known(self, own_config: bool) -> list[str]:
+        """The keys valid here, AReaL's first."""
+        return [*self.fields, *(sorted(self.own - set(self.fields)) if own_config else ())]
+
+    def describe(self) -> str:
+        """``AReaL's PPOActorConfig or DPOEngineConfig``: the dataclasses here that are
+        not part of another (``TrainEngineConfig`` is part of ``PPOActorConfig``)."""
+        if not self.classes:
+            return f"areal-conf's {self.path} section"
+        assert self.table is not None
+        keys = {name: set(self.table.classes[name]) for name in self.classes}
+        widest = [
+            name
+            for name in self.classes
+            if not any(keys[name] < keys[other] for other in self.classes if other != name)
+        ]
+        return "AReaL's " + " or ".join(dict.fromkeys(widest))
+
+
+def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
+    """The section of AReaL's dataclasses ``classes`` (their keys together) at ``path``."""
+    fields: dict[str, set[str | None]] = {}
+    for name in classes:
+        for key, kind in table.classes[name].items():
+            fields.setdefault(key, set()).add(kind)
+    subsections = {}
+    for key, kinds in fields.items():
+        wanted = {kind.removesuffix(_LIST) for kind in kinds if kind}
+        if wanted and FREE not in kinds:
+            subsections[key] = tuple(n for n in table.classes if n in wanted)  # AReaL's order
+    own: frozenset[str] = frozenset()
+    if "backend" in fields:  # an engine section
+        own = OWN_ENGINE_KEYS
+    elif "n_gpus_per_node" in fields:  # the cluster
+        own = OWN_CLUSTER_KEYS
+    return Section(
+        path,
+        tuple(classes),
+        {key: frozenset(kinds) for key, kinds in fields.items()},
+        own,
+        table=table,
+        subsections=subsections,
+    )
+
+
+def _section(version: str, path: str, classes: Sequence[str]) -> Section:
+    """:func:`section_of` for AReaL ``version``, built once per place."""
+    return _built_section(version, path, tuple(classes))
+
+
+@functools.cache
+def _built_section(version: str, path: str, classes: tuple[str, ...]) -> Section:
+    return section_of(areal_keys(version), path, classes)
+
+
+@functools.cache
+def _model_keys() -> tuple[str, ...]:
+    from areal_conf.model.shape import SHAPE_KEYS
+    from areal_conf.spec.model_checks import MODEL_KEYS
+
+    return (*MODEL_KEYS, *SHAPE_KEYS)
+
+
+@functools.cache
+def _root(version: str) -> Section:
+    """The top level: every experiment config's fields together."""
+    return _section(version, "", areal_keys(version).experiments)
+
+
+@functools.cache
+def _engine_classes(version: str) -> tuple[str, ...]:
+    """AReaL's engine dataclasses: those with a ``backend``, for an engine section that
+    only a driver's config class declares (``judge_engine: InferenceEngineConfig``)."""
+    table = areal_keys(version)
+    return tuple(name for name, fields in table.classes.items() if "backend" in fields)
+
+
+def top_section(version: str, name: str, node: Any) -> Section | None:
+    """The section at the top-level key ``name`` (None: not checked)."""
+    root = _root(version)
+    if name == MODEL:
+        return _model_section()
+    if name in root.fields:
+        section = root.child(name)
+        if section is not None and name == "teacher":
+            # The teacher's other layout (AReaL 1.0's flat engine keys under 2.0, 2.0's
+            # engine_type/rollout/train under 1.0): the teacher rules translate it.
+            others = (_teacher(v) for v in _versions() if v != version)
+            layout = {key for other in others for key in (*other.fields, *other.own)}
+            section = dataclasses.replace(section, left=frozenset(layout - set(section.fields)))
+        return section
+    if name not in _NOT_ENGINES and _is_section(node) and "backend" in _keys(node):
+        return _section(version, name, _engine_classes(version))
+    return None
+
+
+@functools.cache
+def _model_section() -> Section:
+    """areal-conf's ``model`` section: values only."""
+    return Section(MODEL, (), dict.fromkeys(_model_keys(), frozenset({None})))
+
+
+@functools.cache
+def _teacher(version: str) -> Section:
+    """The teacher's section under AReaL ``version``."""
+    section = _root(version).child("teacher")
+    assert section is not None
+    return section
+
+
+def _versions() -> tuple[str, ...]:
+    from areal_conf.areal.versions import SUPPORTED
+
+    return SUPPORTED
+
+
+def section_at(cfg: Any, path: str, version: str) -> Section | None:
+    """The section at a dotted ``path`` of ``cfg`` (a list's items by their index), or
+    None where the keys are not checked."""
+    parts = path.split(".")
+    node = _child(cfg, parts[0]) if _is_section(cfg) and parts[0] in _keys(cfg) else None
+    section = top_section(version, parts[0], node)
+    for part in parts[1:]:
+        if section is None:
+            return None
+        if part.isdigit():
+            continue  # an item of a list of sections
+        section = section.child(part)
+    return section
+
+
+# --------------------------------------------------------------------------- the check
+
+
+class UnknownKey(AllocationError):
+    """A key that AReaL's config classes lack at its place. ``right`` is the key it may
+    mean (None: none is close) and ``right_present`` whether the config has that key
+    already (so an override sets it without ``++``)."""
+
+    right: str | None = None
+    right_present: bool = False
+
+    def with_hint(self, hint: str) -> UnknownKey:
+        """The same error with another hint (its fixes checked by the whole check)."""
+        return _unknown(self.reason, hint, self.key, self.right, self.right_present)
+
+    def given_by(self, overrides: Sequence[str]) -> str | None:
+        """The override of ``overrides`` that writes this error's key (or a key under
+        it), if one does."""
+        key = self.key or ""
+        return next((o for o in overrides if "=" in o and _within(_override_key(o), key)), None)
+
+    def for_override(self, override: str) -> UnknownKey:
+        """The same error, its fix written for the override ``override`` that wrote the
+        key: the same override with the key it may mean."""
+        if self.right is None or self.key is None:
+            return _unknown(self.reason, f"remove the override {override}", self.key)
+        written, _, value = override.partition("=")
+        key = _override_key(written)
+        moved = self.right + key[len(self.key) :]
+        plus = "" if self.right_present and moved == self.right else "++"
+        return _unknown(
+            self.reason,
+            f"did you mean {self.right}? write {plus}{moved}={value} instead of {override}",
+            self.key,
+            self.right,
+            self.right_present,
+        )
+
+
+def _unknown(
+    reason: str, hint: str, key: str | None, right: str | None = None, present: bool = False
+) -> UnknownKey:
+    error = UnknownKey(reason, None, None, hint=hint)
+    error.key, error.right, error.right_present = key, right, present
+    return error
+
+
+def _override_key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def _within(key: str, section: str) -> bool:
+    return key == section or key.startswith(section + ".")
+
+
+def check_keys(cfg: Any, version: str) -> None:
+    """Raise :class:`UnknownKey` for the first key of ``cfg`` that AReaL ``version``'s
+    dataclasses lack at its place (see the module docstring)."""
+    top = _keys(cfg)
+    own_config = MODEL in top
+    for name in top:
+        node = _child(cfg, name)
+        section = top_section(version, name, node)
+        if section is not None:
+            _walk(node, name, section, own_config)
+
+
+def _walk(node: Any, path: str, section: Section, own_config: bool) -> None:
+    if _is_list(node):
+        for i in range(len(node)):
+            _walk(_item(node, i), f"{path}.{i}", section, own_config)
+        return
+    if not _is_section(node):
+        return
+    own = own_config or _typed_by_areal_conf(node)
+    keys = _keys(node)
+    for key in keys:
+        if key in section.fields or key in section.left:
+            continue
+        if own and key in section.own:
+            continue
+        raise _unknown_key(node, keys, path, key, section, own)
+    for key in keys:
+        child = section.child(key) if key in section.fields else None
+        if child is not None:
+            _walk(_child(node, key), f"{path}.{key}", child, own_config)
+
+
+def _unknown_key(
+    node: Any, keys: list[str], path: str, key: str, section: Section, own: bool
+) -> UnknownKey:
+    full = f"{path}.{key}"
+    gone = section.table.removed if section.table is not None else None
+    if gone is not None and key in gone.keys and path in gone.sections:
+        said = " ".join(gone.message[:2]) + " " + " / ".join(gone.message[2:])
+        return _unknown(
+            f"{full}: AReaL removed this key; AReaL's loader refuses the config",
+            f"remove it: ~{full} (AReaL says: {said})",
+            full,
+        )
+    reason = f"{full}: no such key in {section.describe()}"
+    if section.classes:
+        reason += "; AReaL's loader refuses the config"
+    if key in section.own and not own:  # an areal-conf key in an AReaL config
+        instead = _OWN_KEY_INSTEAD.get(key)
+        return _unknown(
+            reason + " (it is a key of areal-conf's own configs)",
+            f"remove it: ~{full}" + (f" ({instead})" if instead else ""),
+            full,
+        )
+    relative = _close(key, section, own)
+    if relative is None:
+        return _unknown(reason, f"remove it: ~{full}, or write {_which(section, own)}", full)
+    right = f"{path}.{relative}"
+    present = _has_path(node, relative.split("."))
+    fix = _renamed(full, right, present, _written(node, key))
+    rename = (
+        f"rename it: {fix} (on the command line, else the same rename in the YAML)"
+        if fix
+        else f"rename it where it is written (the YAML, else the override that sets {full})"
+    )
+    return _unknown(reason, f"did you mean {right}? {rename}", full, right, present)
+
+
+def _close(key: str, section: Section, own: bool) -> str | None:
+    """The key ``key`` may mean, under the section: one of its keys a few letters away,
+    else the same key in one of its subsections (``actor.lr``: ``actor.optimizer.lr``)."""
+    close = difflib.get_close_matches(key, section.known(own), n=1, cutoff=CUTOFF)
+    if close:
+        return close[0]
+    for name in section.fields:
+        child = section.child(name)
+        if child is not None and key in child.fields:
+            return f"{name}.{key}"
+    return None
+
+
+def _has_path(node: Any, parts: Sequence[str]) -> bool:
+    for part in parts:
+        if not _is_section(node) or part not in _keys(node):
+            return False
+        node = _child(node, part)
+    return True
+
+
+def _renamed(wrong: str, right: str, present: bool, written: Any) -> str:
+    """The overrides that move ``wrong``'s value to ``right`` (``""``: overrides cannot
+    say it: a list, an interpolation, many keys, a key inside a list)."""
+    from areal_conf.overrides import format_overrides
+
+    if any(part.isdigit() for part in wrong.split(".")):
+        return ""
+    leaves = list(_leaves(right, written))
+    if not leaves or len(leaves) > 3:
+        return ""
+    sets = []
+    for key, value in leaves:
+        plus = "" if present and key == right else "++"
+        if isinstance(value, str):
+            sets.append(format_overrides([f"{plus}{key}={value}"]))
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            sets.append(f"{plus}{key}={text}")
+    return " ".join([f"~{wrong}", *sets])
+
+
+def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """``(key, value)`` for each plain value written under ``key``; nothing at all when
+    one of them is not plain (a list, an interpolation, null)."""
+    if isinstance(value, Mapping):
+        found = [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+        if len(found) == sum(1 for _ in _flat(value)):
+            yield from found
+        return
+    if isinstance(value, bool | int | float) or (
+        isinstance(value, str) and value and "${" not in value
+    ):
+        yield key, value
+
+
+def _flat(value: Mapping[str, Any]) -> Iterator[Any]:
+    for v in value.values():
+        if isinstance(v, Mapping):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+#: How Hydra refuses to override a key the config does not have.
+_NOT_IN_CONFIG: Final = re.compile(r"Could not override '([^']+)'\.")
+
+
+def refused_override(message: str, overrides: Sequence[str]) -> str | None:
+    """The override of ``overrides`` that Hydra's ``message`` refuses because the config
+    lacks its key, or None (another message)."""
+    found = _NOT_IN_CONFIG.search(message)
+    if found is None:
+        return None
+    return next((o for o in overrides if "=" in o and _override_key(o) == found[1]), None)
+
+
+def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> UnknownKey:
+    """The error for ``override``, which sets a key the config ``cfg`` (composed without
+    it; None: unknown) lacks, so that Hydra refuses it; ``shown`` names the config. The
+    fix is the key it may mean, among the config's keys beside it and AReaL
+    ``version``'s; a key AReaL has that the YAML leaves out is added with ``++``."""
+    key = _override_key(override)
+    value = override.partition("=")[2] or "<value>"
+    parent, _, leaf = key.rpartition(".")
+    node = _node_at(cfg, parent)
+    have = _keys(node) if _is_section(node) else []
+    section = section_at(cfg, parent, version) if version and parent and cfg is not None else None
+    own = MODEL in _keys(cfg) or _typed_by_areal_conf(node)
+    reason = f"{key}: {shown} has no such key, so Hydra cannot override it"
+    prefix = f"{parent}." if parent else ""
+    known = section.known(own) if section is not None else []
+    if section is not None and leaf in known:
+        hint = (
+            f"{section.describe()} has it and the YAML leaves it out: add it with ++{key}={value}"
+        )
+        return _unknown(reason, hint, key, key)
+    close = difflib.get_close_matches(
+        leaf, list(dict.fromkeys([*have, *known])), n=1, cutoff=CUTOFF
+    )
+    if close:
+        right = prefix + close[0]
+        plus = "" if close[0] in have else "++"
+        return _unknown(
+            reason, f"did you mean {right}? e.g. {plus}{right}={value}", key, right, not plus
+        )
+    if section is not None:
+        return _unknown(
+            reason,
+            f"no such key in {section.describe()} either: remove the override, or write "
+            + _which(section, own),
+            key,
+        )
+    return _unknown(
+        reason,
+        "check the key's spelling; if AReaL's config class has the key and the YAML only "
+        f"leaves it out, add it with ++{key}={value} (AReaL's loader refuses any key its "
+        "config classes lack)",
+        key,
+    )
+
+
+def _which(section: Section, own: bool) -> str:
+    """``one of its keys: a, b`` for a small section, else ``a key AReaL's X has``."""
+    known = section.known(own)
+    if len(known) <= _LISTED:
+        return f"one of its keys: {', '.join(known)}"
+    return f"a key {section.describe()} has"
+
+
+def _node_at(cfg: Any, path: str) -> Any:
+    node = cfg
+    for part in path.split(".") if path else ():
+        if _is_list(node) and part.isdigit() and int(part) < len(node):
+            node = _item(node, int(part))
+        elif _is_section(node) and part in _keys(node):
+            node = _child(node, part)
+        else:
+            return None
+    return node
+
+
+# ------------------------------------------------------------------- the config's nodes
+# A config is an OmegaConf DictConfig or any nested mapping. Keys are read as written:
+# nothing is resolved (an interpolation is left to the key that reads it).
+
+
+def _keys(node: Any) -> list[str]:
+    try:
+        return [str(k) for k in node]
+    except Exception:  # a value that is no section after all
+        return []
+
+
+def _child(node: Any, key: str) -> Any:
+    get_node = getattr(node, "_get_node", None)
+    if callable(get_node):
+        return get_node(key)
+    try:
+        return node[key]
+    except Exception:  # a value only the application can resolve: not a section here
+        return None
+
+
+def _item(node: Any, index: int) -> Any:
+    get_node = getattr(node, "_get_node", None)
+    return get_node(index) if callable(get_node) else node[index]
+
+
+def _plain(node: Any) -> bool:
+    """Not null, ``???`` or an interpolation (whose target is checked where it is)."""
+    if node is None:
+        return False
+    for flag in ("_is_none", "_is_missing", "_is_interpolation"):
+        test = getattr(node, flag, None)
+        if callable(test) and test():
+            return False
+    return True
+
+
+def _is_section(node: Any) -> bool:
+    return isinstance(node, Mapping) and _plain(node)
+
+
+def _is_list(node: Any) -> bool:
+    return isinstance(node, Sequence) and not isinstance(node, str | bytes) and _plain(node)
+
+
+def _typed_by_areal_conf(node: Any) -> bool:
+    """A section that areal-conf's schema types (``areal_schema``): an own config."""
+    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
+    return getattr(kind, "__module__", "") == "areal_conf.hydra.structured"
+
+
+def _written(node: Any, key: str) -> Any:
+    """The value under ``key`` as written, as plain data (interpolations unresolved)."""
+    child = _child(node, key)
+    if _is_section(child):
+        return {k: _written(child, k) for k in _keys(child)}
+    if _is_list(child):
+        return list(child)  # as a list: overrides do not rewrite it
+    value = getattr(child, "_value", None)
+    return value() if callable(value) else child

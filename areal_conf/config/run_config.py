@@ -1,0 +1,197 @@
+"""A config as the rules see it: the typed objects :func:`areal_conf.config.reading.read_config`
+builds, once, and every rule reads (never the raw config)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from areal_conf.areal.versions import AReaLVersion, EngineRow
+from areal_conf.errors import AllocationError
+from areal_conf.spec.backends import MAX_SIZE
+
+#: The AReaL trainer a config is for: RL (``PPOConfig``, ``GRPOConfig`` and the drivers'
+#: subclasses of them; ``PPOTrainer``), SFT (``SFTConfig``), a reward model (``RWConfig``)
+#: or DPO (``DPOConfig``).
+Trainer = Literal["rl", "sft", "rw", "dpo"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """An engine's ``scheduling_strategy`` as AReaL reads it."""
+
+    type: str = "separation"
+    target: str | None = None
+    fork: bool = True
+
+    @property
+    def colocated(self) -> bool:
+        return self.type == "colocation"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One ``scheduling_spec`` entry: the GPUs a worker asks for, and whether it runs
+    ``additional_bash_cmds`` (Ray refuses them)."""
+
+    gpu: object = 0
+    bash_cmds: bool = False
+
+
+@dataclass(frozen=True)
+class EngineSection:
+    """One engine section as written, with AReaL's defaults for absent keys.
+
+    ``name`` is the engine's name in the plan (``teacher``), ``section`` where its keys
+    are (``teacher.rollout``). ``specs`` is None when the section has no
+    ``scheduling_spec`` key at all. Values of keys the rules check (``controller``,
+    ``weight_update_mode``, ...) are as written; their types are checked here.
+    """
+
+    name: str
+    section: str
+    row: EngineRow | None  # None: an extra engine, whose kind follows from its backend
+    backend: object  # as written; None when absent
+    strategy: Strategy = field(default_factory=Strategy)
+    specs: tuple[WorkerSpec, ...] | None = None
+    specs_problem: str = ""  # what is wrong with the shape of scheduling_spec
+    allocation_written: object = None  # an `allocation` node set to anything but its resolver
+    controller: object = "v1"  # _version
+    # training engines
+    offload: bool = False
+    trainable: bool = True  # optimizer is not null
+    optimizer_given: bool = False
+    is_critic: bool | None = None
+    gradient_checkpointing: bool = False
+    tokens_per_mb: int | None = None
+    attn_impl: str = "flash_attention_2"
+    dtype: object = "bfloat16"
+    grad_reduce_dtype: str = "float32"
+    optimizer_dtype: object = "float32"
+    distributed_optimizer: bool = True
+    recompute_granularity: str = "full"
+    bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
+    path: object = None
+    # the actor's keys of the RL rules
+    kl_ctl: int | float | None = None  # None: absent
+    weight_update_mode: object = "xccl"
+    weight_update_mode_given: bool = False
+    enable_delta_weight_update: bool = False
+    weight_update_delta_method: object = "adamw"
+    weight_update_anchor_interval: int = 0
+    use_lora: bool = False
+    ppo_n_minibatches: int = 4
+    prox_logp_method: object = "recompute"
+    # inference engines
+    return_routed_experts: bool = False
+    agent_mode: object = "inline"
+    max_concurrent_rollouts: int | None = None
+    consumer_batch_size: int | None = None
+    # The rollout may run this many weight versions ahead: above 0, generation overlaps
+    # training (AReaL's asynchronous RL).
+    max_head_offpolicyness: int = 0
+
+    def key(self, name: str) -> str:
+        """The full config key of one of this engine's keys, e.g. ``teacher.rollout.backend``."""
+        return f"{self.section}.{name}"
+
+    @property
+    def backend_key(self) -> str:
+        return self.key("backend")
+
+
+@dataclass(frozen=True)
+class Teacher:
+    """The ``teacher`` section (2.0 layout): which engine it builds, and its own keys.
+
+    ``flat_keys`` are keys of a 1.0 teacher (``backend``, ``mb_spec``, ...) that AReaL
+    2.0 no longer accepts directly under ``teacher``.
+    """
+
+    engine_type: object = "rollout"
+    engine_type_given: bool = False
+    has_rollout: bool = False
+    has_train: bool = False
+    offload: bool = False
+    path: object = None  # the teacher's model (it replaces the served model)
+    flat_keys: tuple[str, ...] = ()
+    flat_backend: object = None
+    rollout_backend: object = None  # teacher.rollout.backend, teacher.train.backend
+    train_backend: object = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    n_nodes: int = 1
+    n_gpus_per_node: int = 8
+    gpu_memory_gb: float | None = None  # areal-conf's own configs only
+
+    @property
+    def cpu_run(self) -> bool:
+        return self.n_gpus_per_node == 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the memory estimate reads besides the engines."""
+
+    enable_offload: bool = False
+    enable_offload_given: bool = False
+    mem_fraction: Mapping[str, float] = field(default_factory=dict)  # per inference backend
+    server_dtype: Mapping[str, str] = field(default_factory=dict)
+    batch_size: int | None = None
+    prompt_len: int = 0
+    max_new_tokens: int = 16384
+    n_samples: int = 1  # gconfig.n_samples: responses generated per prompt
+    max_length: int | None = None  # train_dataset.max_length as written (None: absent)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A config as the rules see it: read once, never changed."""
+
+    rules: AReaLVersion
+    engines: dict[str, EngineSection]  # present engine sections, by plan name, config order
+    teacher: Teacher | None  # the teacher section's own keys (None: absent or null)
+    cluster: Cluster
+    scheduler_type: object  # scheduler.type as written (None: null or absent)
+    scheduler_given: bool
+    workload: Workload
+    model: Mapping[str, Any]  # the `model` section of areal-conf's configs ({} when none)
+    own_config: bool  # areal-conf's own config (it has the `model` section of its schema)
+    trainer: Trainer  # the AReaL trainer the config is for (:func:`read_trainer`)
+    #: The keys of the config that were read and found (``actor.offload``), so that a fix
+    #: can be written as an override Hydra takes: ``key=value`` or ``++key=value``.
+    present_keys: frozenset[str] = frozenset()
+
+    @property
+    def rl(self) -> bool:
+        """PPOTrainer's checks apply: the config has an actor and a rollout."""
+        return "actor" in self.engines and "rollout" in self.engines
+
+    @property
+    def actor(self) -> EngineSection | None:
+        return self.engines.get("actor")
+
+    @property
+    def rollout(self) -> EngineSection | None:
+        return self.engines.get("rollout")
+
+
+def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:
+    """A cluster holds at most 2**20 GPUs, the largest world size a backend string can
+    ask for: larger sizes are a typo, and planning them would take unbounded time and
+    memory."""
+    total = n_nodes * n_gpus_per_node
+    if total <= MAX_SIZE:
+        return
+    raise AllocationError(
+        f"cluster: {n_nodes:,} node{'s' if n_nodes != 1 else ''} × {n_gpus_per_node:,} GPUs "
+        f"is {total:,} GPUs, more than the {MAX_SIZE:,} (2**20) that areal-conf plans for, "
+        "the largest world size an engine can have",
+        None,
+        None,
+        hint="check cluster.n_nodes and cluster.n_gpus_per_node (the GPUs of one node, "
+        "e.g. cluster.n_gpus_per_node=8)",
+    )

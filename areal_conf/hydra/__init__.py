@@ -1,0 +1,1 @@
+"""Hydra-facing core: structured configs, resolvers, schema, composition and Hydra's errors."""

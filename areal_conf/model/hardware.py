@@ -1,0 +1,141 @@
+"""The GPUs areal-conf knows by name, with the numbers of their data sheets.
+
+``HARDWARE`` maps a name (``a100``, ``h100``, ``h200``, ``b200``) to a frozen
+:class:`Hardware`; change a number with ``dataclasses.replace(HARDWARE["h100"],
+inter_node_gb_per_s=25.0)``. ``--gpu NAME`` (``AREAL_CONF_GPU``) gives areal-conf the
+memory of one GPU from here.
+
+Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
+
+- A100 SXM4 80 GB: 312 TFLOPS dense BF16, 80 GB HBM2e at 2.039 TB/s, NVLink 3 600 GB/s
+  (both directions together, so 300 one way); DGX A100 has one 200 Gb/s HDR InfiniBand
+  port per GPU (25 GB/s).
+- H100 SXM5: 989 TFLOPS dense BF16, 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s (450 one
+  way); DGX H100 has one 400 Gb/s NDR port per GPU (50 GB/s).
+- H200 SXM: H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
+- B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
+  GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
+  one 400 Gb/s port per GPU (50 GB/s).
+- Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
+  architecture white papers).
+- The share of peak a large bf16 GEMM reaches (cuBLAS, M = N = K = 8192): about 85% on
+  A100 (265 of 312 TFLOPS) and 75% on Hopper and Blackwell, whose data-sheet peak is at
+  a boost clock that a GPU under full tensor-core load does not hold (public GEMM
+  benchmarks, e.g. NVIDIA's cuBLAS and Transformer Engine performance pages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from areal_conf.arguments import positive, shown, text, whole
+from areal_conf.errors import AllocationError
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU: ``peak_tflops`` dense BF16 tensor throughput, ``hbm_gb`` its memory (GB,
+    10^9 bytes), ``hbm_tb_per_s`` the memory's bandwidth, and the bandwidth per GPU, one
+    direction, to a GPU of its node (``intra_node_gb_per_s``, NVLink) and of another
+    node (``inter_node_gb_per_s``, the network). ``sm_count`` (streaming
+    multiprocessors) and ``gemm_efficiency`` (the share of ``peak_tflops`` that cuBLAS
+    reaches on a large bf16 GEMM) serve the step-time model of
+    :mod:`areal_conf.perf.step_time`."""
+
+    name: str
+    peak_tflops: float
+    hbm_gb: float
+    hbm_tb_per_s: float
+    intra_node_gb_per_s: float
+    inter_node_gb_per_s: float
+    sm_count: int = 132
+    gemm_efficiency: float = 0.75
+
+    def __post_init__(self) -> None:
+        """Every number a finite positive one (the step-time model divides by them),
+        ``sm_count`` a whole number and ``gemm_efficiency`` a share of the peak."""
+        text("Hardware.name", self.name, example='e.g. "H100 SXM5"')
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            value = getattr(self, f.name)
+            where = f"Hardware.{f.name}"
+            if f.name == "sm_count":
+                whole(where, value, example="e.g. 132 (H100 SXM)", maximum=2**20)
+            elif f.name == "gemm_efficiency":
+                if positive(where, value, example="e.g. 0.75") > 1:
+                    raise AllocationError(
+                        f"{where} must be at most 1 (a share of peak_tflops), got {shown(value)}",
+                        None,
+                        None,
+                        hint="give the share of peak_tflops cuBLAS reaches, e.g. 0.75",
+                    )
+            else:
+                positive(where, value, example=f"e.g. {_H100_SHEET[f.name]} (an H100's)")
+
+
+# Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
+_H100_SHEET = {
+    "peak_tflops": 989.0,
+    "hbm_gb": 80.0,
+    "hbm_tb_per_s": 3.35,
+    "intra_node_gb_per_s": 450.0,
+    "inter_node_gb_per_s": 50.0,
+}
+
+
+class _Table(dict[str, Hardware]):
+    """``HARDWARE``: a dict whose lookup of a GPU it does not know is an
+    AllocationError (also a KeyError, as a dict's missing key is)."""
+
+    def __getitem__(self, key: str) -> Hardware:
+        try:
+            return super().__getitem__(key)
+        except TypeError:  # an unhashable key: no GPU either
+            raise UnknownGpu(key, self) from None
+
+    def __missing__(self, key: object) -> Hardware:
+        raise UnknownGpu(key, self)
+
+
+class UnknownGpu(AllocationError, KeyError):
+    """A GPU name ``HARDWARE`` does not hold."""
+
+    def __init__(
+        self, key: object, table: dict[str, Hardware] | None = None, where: str = "gpu"
+    ) -> None:
+        self.gpu, self.where = key, where
+        names = ", ".join(HARDWARE if table is None else table)
+        super().__init__(
+            f"{where}: {shown(key)} is not a GPU areal-conf knows (it knows {names})",
+            key if isinstance(key, str) else None,
+            None,
+            hint="give one of those names, or the memory of one GPU instead, e.g. "
+            "--gpu-memory-gb 141 (AREAL_CONF_GPU_MEMORY_GB=141)",
+        )
+
+    __str__ = AllocationError.__str__  # the message, not KeyError's repr of it
+
+    def __reduce__(self) -> tuple[type[UnknownGpu], tuple[object, None, str]]:
+        return (type(self), (self.gpu, None, self.where))
+
+
+HARDWARE: dict[str, Hardware] = _Table(
+    {
+        "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
+        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
+        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
+        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
+    }
+)
+
+
+def hardware(gpu: str | Hardware, where: str = "gpu") -> Hardware:
+    """``gpu`` as a :class:`Hardware`: one given, or the entry of ``HARDWARE`` it names
+    (any case); an AllocationError naming ``where`` for a name areal-conf does not know."""
+    if isinstance(gpu, Hardware):
+        return gpu
+    found = HARDWARE.get(gpu.strip().lower()) if isinstance(gpu, str) else None
+    if found is None:
+        raise UnknownGpu(gpu, HARDWARE, where)
+    return found

@@ -1,0 +1,3 @@
+"""Memory and speed: per-GPU memory, the step-time and decode model, training workloads,
+ranking layouts.
+"""

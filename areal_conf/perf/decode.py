@@ -1,0 +1,131 @@
+"""Tokens per second an inference engine generates: :func:`decode_throughput`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from areal_conf.arguments import whole
+from areal_conf.errors import AllocationError
+from areal_conf.model.hardware import Hardware, hardware
+from areal_conf.model.shape import ModelShape, shape_of
+from areal_conf.perf.memory import estimate, kv_bytes_per_token
+from areal_conf.perf.parameters import split_parameters
+from areal_conf.perf.pricing import (
+    KERNEL_LAUNCH_S,
+    Pricer,
+    gpus_per_node,
+    layer_matmul_weights,
+    sizes,
+)
+from areal_conf.spec.allocation import ModelAllocation
+from areal_conf.spec.parser import as_allocation
+
+
+@dataclass(frozen=True)
+class DecodeThroughput:
+    """Tokens per second an inference engine generates (all its instances together).
+
+    ``batch`` is the sequences one instance decodes at once: the concurrent requests it
+    gets, or what its KV cache holds (``kv_limited``). ``bound`` says which limit sets the
+    pace of a decode step: ``"memory"`` (reading the weights and the KV cache from HBM)
+    or ``"compute"`` (the FLOPs). ``step_s`` is one decode step of an instance and
+    ``kv_capacity_tokens`` the tokens its KV cache holds.
+    """
+
+    tokens_per_s: float
+    per_instance: float
+    batch: int
+    bound: Literal["memory", "compute"]
+    step_s: float
+    kv_capacity_tokens: int
+    kv_limited: bool
+
+
+def decode_throughput(
+    spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    concurrent: int,
+    context_tokens: int,
+    n_gpus_per_node: int = 8,
+    mem_fraction: float | None = None,
+) -> DecodeThroughput:
+    """Decode tokens per second of an sglang or vllm engine (see the module docstring).
+
+    ``concurrent``: the sequences being generated at once over all instances (AReaL's
+    ``rollout.max_concurrent_rollouts``); ``context_tokens``: the mean context a decode
+    step attends to (prompt plus half the response, for responses generated from
+    scratch). Each step of an instance reads every weight of its GPUs once (for MoE, the
+    experts the batch's tokens reach) and the KV cache of its batch, and does the batch's
+    FLOPs; the slower of the two, plus the tensor-parallel all-reduces of a layer, is the
+    step. Pipeline stages decode ``pp`` micro-batches at once. The KV capacity is the
+    memory estimate's (``mem_fraction`` as ``sglang.mem_fraction_static``). Prefill,
+    speculative decoding, the scheduler's CPU time and preemption are not modelled.
+    """
+    alloc = as_allocation(spec)
+    gpu_ = hardware(gpu)
+    if not alloc.is_inference:
+        raise AllocationError(
+            f"decode_throughput models an inference engine; {alloc.backend} trains",
+            str(alloc),
+            None,
+            hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
+        )
+    whole("concurrent", concurrent, example="e.g. the rollout's max_concurrent_rollouts, 256")
+    whole("context_tokens", context_tokens, example="e.g. prompt + half the response, 4096")
+    gpus_per_node(n_gpus_per_node)
+    shape = shape_of(model)
+    s = sizes(shape)
+    memory = estimate(alloc, shape, gpu_memory_gb=gpu_.hbm_gb, mem_fraction=mem_fraction)
+    capacity = memory.kv_cache_tokens or 0
+    if capacity < context_tokens:
+        raise AllocationError(
+            f"{alloc} on {gpu_.name} keeps {capacity:,} tokens of KV cache per instance, "
+            f"less than one sequence of {context_tokens:,} tokens",
+            str(alloc),
+            None,
+            hint="give each instance more GPUs (tp), a GPU with more memory, or a larger "
+            "memory fraction (sglang.mem_fraction_static)",
+        )
+    par = alloc.parallel
+    tp, pp, instances = par.tp_size, par.pp_size, par.dp_size
+    wanted = math.ceil(concurrent / instances)
+    batch = min(wanted, capacity // context_tokens)
+    price = Pricer(gpu_)
+    split = split_parameters(shape, tp, pp, tp, 1, experts_by_tp=True)
+    weights = split.total * 2
+    if s.experts:  # only the experts some token of the micro-batch is routed to
+        tokens = max(1.0, batch / pp)
+        reached = 1 - (1 - s.topk / s.experts) ** tokens
+        weights -= split.experts * 2 * (1 - reached)
+    micro = batch / pp  # sequences of one micro-batch of a stage
+    kv = micro * context_tokens * kv_bytes_per_token(shape, tp, pp)
+    memory_s = (weights + kv) / price.hbm
+    layers = s.layers / pp
+    flops = micro * (
+        2 * layer_matmul_weights(s) * layers / tp
+        + 4 * s.heads / tp * s.head_dim * context_tokens * layers
+        + 2 * s.h * s.vocab / tp
+    )
+    compute_s = flops / price.flops
+    tp_s = 0.0
+    if tp > 1:
+        per_node = min(tp, n_gpus_per_node)
+        tp_s = 2 * layers * price.all_reduce(tp, per_node, micro * s.h * 2)
+    stage = max(memory_s, compute_s) + tp_s + layers * 6 * KERNEL_LAUNCH_S / 4
+    # pp stages each take one micro-batch a stage time: a step of the instance's batch.
+    step = pp * stage
+    per_instance = batch / step
+    return DecodeThroughput(
+        tokens_per_s=per_instance * instances,
+        per_instance=per_instance,
+        batch=batch,
+        bound="memory" if memory_s >= compute_s else "compute",
+        step_s=step,
+        kv_capacity_tokens=capacity,
+        kv_limited=batch < wanted,
+    )

@@ -1,0 +1,159 @@
+"""The prices of work on one GPU type, shared by the step-time and decode models: a
+model's sizes and FLOPs, GEMMs, memory-bound kernels and collectives (the model they
+serve is described in :mod:`areal_conf.perf.step_time`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from areal_conf.arguments import whole
+from areal_conf.model.hardware import Hardware
+from areal_conf.model.shape import ModelShape, shape_of
+from areal_conf.spec.backends import MAX_SIZE
+
+# -- kernel constants (first principles; see the module docstring) ----------------------
+TILE: Final = 128  # output tile of a tensor-core GEMM kernel, each side
+TILE_K_OVERHEAD: Final = 128  # a tile's prologue and epilogue, in units of K
+KERNEL_LAUNCH_S: Final = 4e-6  # one CUDA kernel launched back to back
+ATTENTION_EFFICIENCY: Final = 0.75  # flash attention's share of the GEMM rate
+HBM_EFFICIENCY: Final = 0.85  # streaming kernels reach about this share of HBM bandwidth
+LINK_EFFICIENCY: Final = 0.9  # NCCL bus bandwidth over the link's data-sheet speed
+NVLINK_STEP_S: Final = 3e-6  # one ring step within a node
+NETWORK_STEP_S: Final = 8e-6  # one ring step across nodes
+NCCL_SMS: Final = 32  # NCCL's channels (one SM each) beside overlapped compute
+OPTIMIZER_BYTES_PER_PARAM: Final = 34.0  # Adam: fp32 master, two moments, grad, bf16 copy
+# Bytes a materialized attention score costs outside GEMMs (no flash attention): the
+# fused scale-mask-softmax reads and writes it (4), dropout reads it, writes it and its
+# mask (5), in bf16.
+SCORE_BYTES: Final = 9
+# Eager (unfused) element-wise kernels of a Hugging Face model under FSDP move this
+# many times the bytes of Megatron's fused ones (RMSNorm alone is five kernels).
+UNFUSED_FACTOR: Final = 2.0
+# bf16 values a token and layer reads and writes outside GEMMs (forward): norms and
+# residuals (10 h), rotary q and k, the gated activation (3 f).
+ELEMENTWISE_PER_HIDDEN: Final = 10
+
+# -- the shape, as the step-time model reads it -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    layers: int
+    h: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    experts: int  # 0: dense
+    topk: int
+    moe_ffn: int
+    shared_ffn: int
+
+
+def sizes_of(model: ModelShape | Mapping[str, Any]) -> Sizes:
+    return sizes(shape_of(model))
+
+
+@functools.lru_cache(maxsize=256)
+def sizes(shape: ModelShape) -> Sizes:
+    moe = shape.is_moe
+    return Sizes(
+        layers=shape.num_layers,
+        h=shape.hidden_size,
+        heads=shape.num_attention_heads,
+        kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
+        ffn=shape.ffn_hidden_size,
+        vocab=shape.vocab_size,
+        experts=(shape.num_experts or 0) if moe else 0,
+        topk=shape.moe_router_topk if moe else 0,
+        moe_ffn=shape.moe_ffn_hidden_size if moe else 0,
+        shared_ffn=shape.moe_shared_expert_ffn_hidden_size if moe else 0,
+    )
+
+
+def model_flops_per_token(model: ModelShape | Mapping[str, Any], context: float) -> float:
+    """Forward plus backward FLOPs of one token (6 per active weight, causal attention over
+    ``context`` tokens), without recomputation: the numerator of MFU."""
+    return training_flops_per_token(sizes_of(model), context)
+
+
+def training_flops_per_token(s: Sizes, context: float) -> float:
+    layer = layer_matmul_weights(s) * 6 + 3 * 2 * s.heads * s.head_dim * context
+    return s.layers * layer + 6 * s.h * s.vocab
+
+
+def layer_matmul_weights(s: Sizes) -> float:
+    """Weights one token multiplies by in one layer (active experts only)."""
+    attn = s.h * s.head_dim * (2 * s.heads + 2 * s.kv_heads)
+    if s.experts:
+        return attn + 3 * s.h * (s.topk * s.moe_ffn + s.shared_ffn) + s.h * s.experts
+    return attn + 3 * s.h * s.ffn
+
+
+# -- pricing ----------------------------------------------------------------------------
+
+
+class Pricer:
+    """Seconds of kernels and collectives on one GPU type."""
+
+    __slots__ = ("attention_flops", "flops", "hbm", "inter", "intra", "sms")
+
+    def __init__(self, gpu: Hardware) -> None:
+        self.flops = gpu.peak_tflops * 1e12 * gpu.gemm_efficiency
+        self.attention_flops = self.flops * ATTENTION_EFFICIENCY
+        self.hbm = gpu.hbm_tb_per_s * 1e12 * HBM_EFFICIENCY
+        self.sms = gpu.sm_count
+        self.intra = gpu.intra_node_gb_per_s * 1e9 * LINK_EFFICIENCY
+        self.inter = gpu.inter_node_gb_per_s * 1e9 * LINK_EFFICIENCY
+
+    def gemm(self, m: float, k: float, n: float) -> float:
+        """One bf16 GEMM ``(m×k)·(k×n)``: a roofline with tile fill, plus a launch."""
+        tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
+        waves = math.ceil(tiles / self.sms)
+        fill = tiles / (waves * self.sms) * k / (k + TILE_K_OVERHEAD)
+        compute = 2.0 * m * k * n / (self.flops * fill)
+        memory = 2.0 * (m * k + k * n + m * n) / self.hbm
+        return (compute if compute > memory else memory) + KERNEL_LAUNCH_S
+
+    def port(self, senders_per_node: int, gpus_per_node: int) -> float:
+        """Network bytes per second of one GPU when ``senders_per_node`` GPUs of its node
+        send across nodes at once (they share the node's ports, one a GPU)."""
+        ports = max(1.0, gpus_per_node / max(1, senders_per_node))
+        return min(self.intra, self.inter * ports)
+
+    def all_reduce(self, n: int, per_node: int, nbytes: float) -> float:
+        """All-reduce of ``nbytes`` over ``n`` GPUs, ``per_node`` of them a node. Across
+        nodes it is hierarchical: reduce-scatter within the node over NVLink, all-reduce
+        of ``1/per_node`` of the buffer over the network (so the group's members on a
+        node use their ports together), all-gather within the node."""
+        if n <= 1:
+            return 0.0
+        if n <= per_node:
+            return 2 * ((n - 1) * NVLINK_STEP_S + (n - 1) / n * nbytes / self.intra)
+        k = per_node
+        nodes = n / k
+        inside = 2 * ((k - 1) * NVLINK_STEP_S + (k - 1) / k * nbytes / self.intra)
+        across = 2 * ((nodes - 1) * NETWORK_STEP_S + (nodes - 1) / nodes * nbytes / k / self.inter)
+        return inside + across
+
+    def ring(self, n: int, per_node: int, nbytes: float, busy_per_node: int, g: int) -> float:
+        """All-gather (or reduce-scatter) of ``nbytes`` over a ring of ``n`` GPUs. Across
+        nodes every member exchanges its shares with the other nodes through its own port,
+        shared with the other GPUs of its node that communicate at the same time."""
+        if n <= 1:
+            return 0.0
+        if n <= per_node:
+            return (n - 1) * NVLINK_STEP_S + (n - 1) / n * nbytes / self.intra
+        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / self.port(busy_per_node, g)
+
+
+def gpus_per_node(value: object) -> int:
+    """The ``n_gpus_per_node`` argument: a whole number of GPUs, at most the grammar's
+    limit."""
+    return whole("n_gpus_per_node", value, example="e.g. 8", maximum=MAX_SIZE)

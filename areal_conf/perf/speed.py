@@ -1,0 +1,165 @@
+"""The predicted time of a config's training step, engine by engine: what the plan's
+``s/step`` column, the layouts sweeper's ``rank=step_time`` and ``suggest`` read.
+
+One training step of AReaL trains an engine on one batch, whose sequences, lengths and
+optimizer steps depend on the trainer (RL, SFT, RW, DPO): :mod:`areal_conf.perf.workload`.
+Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
+sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
+``recompute_granularity``). Only engines with an optimizer (actor, critic) get a time;
+:meth:`TrainingStep.forward_seconds` prices a forward pass over the same batch (the PPO
+critic's values pass). A value head (critic, reward model) is priced as the language
+model's output layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from areal_conf.config.run_config import EngineSection, RunConfig
+from areal_conf.model.hardware import Hardware, hardware
+from areal_conf.model.shape import ModelShape
+from areal_conf.perf.step_time import StepTime, step_time
+from areal_conf.perf.workload import NoWorkload, StepWorkload, step_workload
+from areal_conf.spec.allocation import ModelAllocation
+
+#: The GPU the step time assumes when none is named (``--gpu``, ``AREAL_CONF_GPU``).
+DEFAULT_GPU: Final = "h100"
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """What one training step of an engine trains on, as the step-time model takes it."""
+
+    tokens_per_batch: int
+    optimizer_steps: int
+    tokens_per_microbatch: int
+    #: What the batch is (None: tokens given directly, as ``layouts --rank`` gives them).
+    workload: StepWorkload | None = None
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    #: gradient_checkpointing's granularity (None: off); only Megatron recomputes
+    #: selectively, every other backend recomputes whole layers.
+    recompute_granularity: str | None = None
+
+    def recompute(self, backend: str) -> str:
+        if self.recompute_granularity is None:
+            return "none"
+        if backend == "megatron" and self.recompute_granularity == "selective":
+            return "selective"
+        return "full"
+
+    @property
+    def tokens_per_optimizer_step(self) -> int:
+        return max(1, self.tokens_per_batch // self.optimizer_steps)
+
+    def predict(
+        self,
+        allocation: ModelAllocation | str,
+        shape: ModelShape | Mapping[str, Any],
+        gpu: str | Hardware,
+        n_gpus_per_node: int = 8,
+        *,
+        forward_only: bool = False,
+    ) -> StepTime:
+        """One optimizer step of ``allocation`` (a rank's micro-batch at most its share);
+        with ``forward_only``, a forward pass over the whole batch instead."""
+        alloc = ModelAllocation.from_str(allocation) if isinstance(allocation, str) else allocation
+        tokens = self.tokens_per_batch if forward_only else self.tokens_per_optimizer_step
+        share = tokens // alloc.parallel.dp_size
+        return step_time(
+            alloc,
+            shape,
+            gpu=gpu,
+            n_gpus_per_node=n_gpus_per_node,
+            tokens_per_step=tokens,
+            tokens_per_microbatch=min(self.tokens_per_microbatch, max(1, share)),
+            recompute=self.recompute(alloc.backend),  # type: ignore[arg-type]
+            forward_only=forward_only,
+            **self.knobs,
+        )
+
+    def seconds(
+        self,
+        allocation: ModelAllocation | str,
+        shape: ModelShape | Mapping[str, Any],
+        gpu: str | Hardware,
+        n_gpus_per_node: int = 8,
+    ) -> float:
+        """Seconds of the whole training step: every optimizer step of the batch."""
+        return self.optimizer_steps * self.predict(allocation, shape, gpu, n_gpus_per_node).total
+
+    def forward_seconds(
+        self,
+        allocation: ModelAllocation | str,
+        shape: ModelShape | Mapping[str, Any],
+        gpu: str | Hardware,
+        n_gpus_per_node: int = 8,
+    ) -> float:
+        """Seconds of one forward pass over the whole batch (a values or log-probability
+        pass: AReaL's ``compute_values``, ``compute_logp``), in the same micro-batches."""
+        return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
+
+    def batch_text(self, steps: str | None = None) -> str:
+        """What the step trains on: the workload's assumptions, the tokens and the
+        optimizer steps (``steps``: in other words, e.g. of several engines)."""
+        steps = steps or _steps_text(self.optimizer_steps)
+        tokens = f"{self.tokens_per_batch:,} tokens a step in {steps}"
+        return tokens if self.workload is None else f"{self.workload.describe()}; {tokens}"
+
+    def describe(self, gpu: str) -> str:
+        return f"s/step: predicted on {gpu}, {self.batch_text()}"
+
+
+def describe_steps(steps: Mapping[str, TrainingStep], gpu: str) -> str:
+    """The plan's ``s/step`` line for the training steps of several engines of one config
+    (one batch): their optimizer steps by engine when they differ (the actor's and the
+    critic's ``ppo_n_minibatches``)."""
+    first = next(iter(steps.values()))
+    counts = {name: step.optimizer_steps for name, step in steps.items()}
+    if len(set(counts.values())) == 1:
+        return first.describe(gpu)
+    by_engine = ", ".join(f"{_steps_text(n)} ({name})" for name, n in counts.items())
+    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}"
+
+
+def _steps_text(n: int) -> str:
+    return f"{n} optimizer step{'s' if n != 1 else ''}"
+
+
+def training_step(
+    run: RunConfig, engine: EngineSection, mean_response_tokens: int | None = None
+) -> TrainingStep | str:
+    """The training step of ``engine`` in ``run``, or a sentence saying why there is none
+    (no batch size, no sequence length, an engine without an optimizer)."""
+    if not engine.trainable:
+        return f"{engine.name} has no optimizer: it only runs forward passes"
+    work = step_workload(run, mean_response_tokens)
+    if isinstance(work, NoWorkload):
+        return work.reason
+    knobs: dict[str, Any] = {
+        "flash_attention": "flash" in engine.attn_impl,
+        "distributed_optimizer": engine.distributed_optimizer,
+        "grad_reduce_dtype": engine.grad_reduce_dtype,
+        # mbridge (AReaL's default) leaves Megatron-Core's default, off; megatron-bridge
+        # turns it on, except for LoRA.
+        "gradient_accumulation_fusion": engine.bridge_type == "megatron-bridge"
+        and not engine.use_lora,
+    }
+    return TrainingStep(
+        tokens_per_batch=work.tokens,
+        optimizer_steps=work.optimizer_steps(engine.ppo_n_minibatches),
+        tokens_per_microbatch=work.microbatch(engine.tokens_per_mb),
+        workload=work,
+        knobs=knobs,
+        recompute_granularity=(
+            engine.recompute_granularity if engine.gradient_checkpointing else None
+        ),
+    )
+
+
+def gpu_for_speed(name: str | None) -> tuple[Hardware, str]:
+    """The GPU to predict on and how to say it: the one named, else H100 (assumed)."""
+    if name:
+        return hardware(name), name
+    return hardware(DEFAULT_GPU), f"{DEFAULT_GPU} (assumed; --gpu NAME or AREAL_CONF_GPU)"

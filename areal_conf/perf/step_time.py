@@ -1,0 +1,559 @@
+"""How long one training step of a layout takes: :func:`step_time` (pure; no Hydra).
+
+The model is analytic: it counts the work of one optimizer step on the slowest GPU of a
+layout and prices each piece from the GPU's data sheet (:mod:`areal_conf.model.hardware`), so
+that layouts can be ranked before anything runs. Nothing in it is fitted to one
+measurement table; the constants below are the hardware's, or first-principles
+properties of the kernels, and ``benchmarks/steptime.py`` compares the result with
+published measurements it was not tuned on row by row.
+
+**Work.** Per token and transformer layer, the forward pass multiplies by every weight
+matrix once (2 FLOPs per weight: QKV, output projection, the gated MLP or the ``topk``
+routed experts plus the shared expert, the router) and runs causal attention (``2·a·d·S``
+FLOPs for ``a`` heads of size ``d`` over a context ``S``: half of the ``S×S`` scores are
+masked out and flash attention skips them). The backward pass costs twice the forward's
+matrix FLOPs (attention 2.5×: flash attention's backward recomputes the scores); full
+recomputation runs the forward again, selective recomputation the attention core again.
+The output layer adds ``2·h·V`` per token on the last pipeline stage. Everything a
+micro-batch does on one GPU is split as Megatron splits it: by ``tp`` (and ``cp`` for the
+tokens), experts by ``ep×etp``.
+
+**Matrix multiplications.** A GEMM of ``M×K`` by ``K×N`` takes the longer of its FLOPs
+at ``peak × gemm_efficiency × fill`` and its bytes at the HBM bandwidth (a roofline), plus
+a kernel launch. ``fill`` is how well the output tiles fill the GPU: 128×128 output
+tiles run in waves of one tile per streaming multiprocessor, so a GEMM of ``T`` tiles takes
+``ceil(T / SMs)`` waves and the last, partial wave leaves the other SMs idle (wave
+quantization: ``T / (waves × SMs)``), times ``K / (K + 128)`` for each tile's fixed
+prologue and epilogue. So small micro-batches and large ``tp`` (thin matrices, few waves)
+lose efficiency, and a larger micro-batch gains it until its GEMMs run many full waves.
+``gemm_efficiency`` is what cuBLAS reaches on large bf16 GEMMs (a property of the GPU,
+from vendor and public GEMM benchmarks, in :mod:`areal_conf.model.hardware`).
+
+**Memory-bound kernels.** Norms, residual additions, rotary embedding, the gated
+activation and the loss read and write activations without multiplying: their bytes
+(about ``10h + 2(a+kv)d + 3f`` values a token and layer forward, plus ``4·topk·h`` for
+an MoE layer's token permutation, twice that backward, more with fp32 logits) at 85% of
+the HBM bandwidth. Without sequence parallelism the ``10h`` part is repeated on every
+tensor-parallel rank, which is why Megatron splits it. FSDP runs Hugging Face models
+eagerly, whose unfused kernels move about twice the bytes of Megatron's fused ones.
+Without flash attention (``flash_attention=False``) the scores are materialised: two
+batched GEMMs over the whole square and about 9 bytes a score for scale, mask, softmax
+and dropout.
+
+**Collectives.** A ring all-gather or reduce-scatter of ``n`` GPUs moves ``(n−1)/n`` of
+the buffer per GPU at the bandwidth of its slowest link, plus ``n−1`` steps of latency
+(NCCL's rings; 3 µs a step over NVLink, 8 µs over the network). Within one node the link
+is NVLink. Across nodes each GPU has one network port of ``inter_node_gb_per_s``; when
+every GPU of a node takes part in such collectives at once (data-, tensor-, context- and
+expert-parallel groups all run theirs together) the node's ports are shared one a GPU,
+so a ring across nodes runs at one port's speed. An all-reduce across nodes (Megatron's
+gradients without the distributed optimizer) is hierarchical: reduce-scatter within the
+node over NVLink, all-reduce of ``1/k`` of the buffer over the network (``k`` the
+group's members on a node, whose ports work together), all-gather within the node.
+Pipeline sends come from the GPUs of one stage only, each tensor-parallel rank sending
+its ``1/tp`` of the activation (Megatron's scatter-gather), so a stage smaller than a
+node shares the node's idle ports; the slowest hop paces every slot. Expert all-to-alls
+send the part of a GPU's tokens bound for other nodes through its port and the rest over
+NVLink; with ``etp > 1`` the tokens of an expert shard are all-gathered over its etp
+group and the results reduce-scattered. Large messages reach 90% of a link's speed
+(NCCL's bus bandwidth on NVLink and InfiniBand).
+
+**Overlap.** Communication running beside computation hides behind it, but NCCL's
+kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
+runs slower by that share. What is hidden and what is exposed:
+
+- tensor parallel (Megatron and FSDP's DTensor): exposed, on the critical path of each
+  layer; with ``tp_comm_overlap`` (Transformer Engine's user buffers) it overlaps with the
+  GEMMs it feeds, in chunks;
+- context parallel (ring attention): the K/V exchange overlaps with the attention of the
+  previous chunk; the excess is exposed;
+- expert parallel: the token all-to-alls (dispatch and combine, forward and backward)
+  are exposed;
+- pipeline: 1F1B with ``m`` micro-batches and ``p`` stages runs ``m + p − 1`` slots of the
+  slowest stage, so the bubble is ``(p−1)/(m+p−1)`` of the pipelined time (divided by the
+  virtual stages of an interleaved schedule); each slot's activation send is exposed;
+- data parallel, Megatron: the gradient reduce-scatter (all-reduce without the
+  distributed optimizer) after the last micro-batch's backward, overlapped with that
+  backward when ``overlap_grad_reduce`` (AReaL's default), and the parameter all-gather
+  after the optimizer step;
+- data parallel, FSDP (ZeRO-3): every micro-batch gathers the weights for the forward and
+  again for the backward (recomputation runs inside the backward's gather, as in
+  PyTorch's FSDP; ``regather_for_recompute`` for DeepSpeed's ZeRO-3, which gathers them
+  once more for the recomputed forward) and reduce-scatters the gradients; FSDP
+  prefetches the next layer's weights, so each phase (forward, backward) takes the
+  longer of its compute and its traffic, plus the first layer's gather.
+
+Megatron adds each micro-batch's weight gradients into its gradient buffer (in
+``grad_reduce_dtype``). With ``gradient_accumulation_fusion`` (Megatron-LM's training
+script and megatron-bridge turn it on) the weight-gradient GEMM accumulates straight into
+the buffer. Without it (Megatron-Core's default, so AReaL's through mbridge, and 2021
+Megatron) a separate kernel reads the new gradient and reads and writes the buffer,
+``2 + 2 × grad bytes`` a parameter each micro-batch at the HBM bandwidth: a cost that a
+larger micro-batch pays less often.
+
+The optimizer step (Adam on the local shard) reads and writes about 34 bytes a parameter
+at the HBM bandwidth.
+
+**Forward only** (``forward_only``: a values or log-probability pass, such as the PPO
+critic's ``compute_values`` or a ref's ``compute_logp``): the same micro-batches run the
+forward kernels only, each collective once (tensor, context and expert parallelism
+forward, FSDP's weight gathers for the forward, pipeline sends of activations), the
+output layer once; no backward, recomputation, gradient traffic, gradient accumulation or
+optimizer step.
+
+**Not modelled**: load imbalance between experts or between packed sequences, stragglers
+and network congestion from other jobs, CPU overheads (data loading, Python), kernel
+fusion beyond the above, FP8, LoRA (priced as training every weight), the rollout
+engine's weight updates, and Archon beyond treating it as Megatron-like (its tensor and
+pipeline parallelism as Megatron's, its data parallelism as FSDP's).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal
+
+from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
+from areal_conf.errors import AllocationError
+from areal_conf.model.hardware import Hardware, hardware
+from areal_conf.model.shape import ModelShape
+from areal_conf.perf.memory import dtype_bytes
+from areal_conf.perf.pricing import (
+    ELEMENTWISE_PER_HIDDEN,
+    KERNEL_LAUNCH_S,
+    NCCL_SMS,
+    NETWORK_STEP_S,
+    NVLINK_STEP_S,
+    OPTIMIZER_BYTES_PER_PARAM,
+    SCORE_BYTES,
+    UNFUSED_FACTOR,
+    Pricer,
+    Sizes,
+    gpus_per_node,
+    sizes_of,
+    training_flops_per_token,
+)
+from areal_conf.spec.allocation import ModelAllocation
+from areal_conf.spec.backends import MAX_SIZE
+from areal_conf.spec.parser import as_allocation
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE: Final = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Predicted seconds of one optimizer step on the slowest GPU, term by term.
+
+    ``total`` is the sum of the terms. ``compute`` is the matrix, attention and
+    memory-bound work of the micro-batches; ``tp_comm``, ``cp_comm``, ``ep_comm`` and
+    ``pp_comm`` the exposed communication of tensor, context and expert parallelism and
+    of pipeline sends; ``pp_bubble`` the pipeline's idle slots; ``dp_comm`` the exposed
+    part of the data-parallel gradient and weight traffic; ``optimizer`` the Adam update.
+    ``mfu`` is the model FLOPs of the step (no recomputation counted) over the step time
+    and the peak of every GPU; ``microbatches`` is ``m`` per data-parallel rank.
+    """
+
+    total: float
+    compute: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float
+    pp_comm: float
+    pp_bubble: float
+    dp_comm: float
+    optimizer: float
+    mfu: float
+    microbatches: int
+    model_flops: float
+
+    TERMS: ClassVar[tuple[str, ...]] = (
+        "compute",
+        "tp_comm",
+        "cp_comm",
+        "ep_comm",
+        "pp_comm",
+        "pp_bubble",
+        "dp_comm",
+        "optimizer",
+    )
+
+    def terms(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in self.TERMS}
+
+    def tokens_per_second(self, tokens_per_step: int) -> float:
+        return tokens_per_step / self.total
+
+    def breakdown(self) -> str:
+        """``compute 1.20 + tp_comm 0.10 + ... = 1.45 s (MFU 41%)``, the non-zero terms."""
+        parts = [f"{name} {value:.3g}" for name, value in self.terms().items() if value > 0]
+        return " + ".join(parts) + f" = {self.total:.3g} s (MFU {self.mfu:.0%})"
+
+
+# -- the step ---------------------------------------------------------------------------
+
+
+def step_time(
+    allocation_or_spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    n_gpus_per_node: int = 8,
+    tokens_per_step: int,
+    tokens_per_microbatch: int,
+    recompute: Recompute = "none",
+    seq_len: int | None = None,
+    sequence_parallel: bool | None = None,
+    virtual_stages: int = 1,
+    overlap_grad_reduce: bool = True,
+    tp_comm_overlap: bool = False,
+    grad_reduce_dtype: str = "float32",
+    flash_attention: bool = True,
+    overlap_param_gather: bool = False,
+    regather_for_recompute: bool = False,
+    distributed_optimizer: bool = True,
+    gradient_accumulation_fusion: bool = False,
+    forward_only: bool = False,
+) -> StepTime:
+    """Predicted time of one training step of a layout (see the module docstring).
+
+    ``model`` is the mapping or :class:`ModelShape` :func:`areal_conf.perf.memory.estimate`
+    takes (dense or MoE; ``hf_config`` fills the sizes it does not give). ``gpu`` is a
+    name of ``areal_conf.HARDWARE`` or a :class:`Hardware`. ``tokens_per_step`` is the
+    tokens of one optimizer step over all data-parallel ranks (AReaL: the batch's
+    sequences × their mean length); ``tokens_per_microbatch`` the tokens of one
+    micro-batch of one data-parallel rank (AReaL's ``mb_spec.max_tokens_per_mb``).
+    ``recompute``: ``"none"``, ``"selective"`` (the attention core) or ``"full"``
+    (AReaL's ``gradient_checkpointing``).
+
+    Knobs with Megatron's meaning: ``seq_len`` the length of one packed sequence
+    (default: a micro-batch is one sequence), ``sequence_parallel`` (default ``tp > 1``
+    for Megatron and Archon), ``virtual_stages`` (interleaved 1F1B),
+    ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off),
+    ``grad_reduce_dtype`` (AReaL's float32) and ``gradient_accumulation_fusion`` (off, as
+    AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``).
+    ``forward_only``: the time of a forward pass over the same tokens instead (no
+    backward, no optimizer step; ``recompute`` does not apply).
+
+    Raises AllocationError for an inference backend, an unknown GPU, tokens that are
+    not positive integers, or a ``tokens_per_step`` smaller than one micro-batch for
+    every data-parallel rank.
+    """
+    alloc = as_allocation(allocation_or_spec)
+    gpu_ = hardware(gpu)
+    if alloc.is_inference:
+        raise AllocationError(
+            f"step_time models a training engine; {alloc.backend} serves inference",
+            str(alloc),
+            None,
+            hint="use decode_throughput(...) for sglang and vllm, or give a training "
+            "backend (fsdp, megatron, archon)",
+        )
+    whole("tokens_per_step", tokens_per_step, example="e.g. tokens_per_step=1_048_576")
+    whole("tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384")
+    gpus_per_node(n_gpus_per_node)
+    whole("virtual_stages", virtual_stages, example="1 for plain 1F1B", maximum=MAX_SIZE)
+    optional_whole("seq_len", seq_len, example="e.g. 4096")
+    choice(
+        "recompute",
+        recompute,
+        RECOMPUTE,
+        hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
+    )
+    for name, value in (
+        ("overlap_grad_reduce", overlap_grad_reduce),
+        ("tp_comm_overlap", tp_comm_overlap),
+        ("flash_attention", flash_attention),
+        ("overlap_param_gather", overlap_param_gather),
+        ("regather_for_recompute", regather_for_recompute),
+        ("distributed_optimizer", distributed_optimizer),
+        ("gradient_accumulation_fusion", gradient_accumulation_fusion),
+        ("forward_only", forward_only),
+    ):
+        flag(name, value)
+    optional_flag("sequence_parallel", sequence_parallel)
+    p = alloc.parallel
+    dp = p.dp_size
+    if tokens_per_step < dp * tokens_per_microbatch:
+        raise AllocationError(
+            f"tokens_per_step {tokens_per_step:,} is less than one micro-batch of "
+            f"{tokens_per_microbatch:,} tokens for each of the {dp} data-parallel ranks",
+            None,
+            None,
+            hint=f"give tokens_per_step ≥ {dp * tokens_per_microbatch:,}, or "
+            f"tokens_per_microbatch ≤ {max(1, tokens_per_step // dp):,}, or fewer "
+            "data-parallel ranks",
+        )
+    shape = sizes_of(model)
+    return _step(
+        alloc,
+        shape,
+        gpu_,
+        n_gpus_per_node,
+        tokens_per_step,
+        tokens_per_microbatch,
+        recompute,
+        seq_len or tokens_per_microbatch,
+        sequence_parallel,
+        virtual_stages,
+        overlap_grad_reduce,
+        tp_comm_overlap,
+        dtype_bytes(grad_reduce_dtype),
+        flash_attention,
+        overlap_param_gather,
+        regather_for_recompute,
+        distributed_optimizer,
+        gradient_accumulation_fusion,
+        forward_only,
+    )
+
+
+def _step(
+    alloc: ModelAllocation,
+    s: Sizes,
+    gpu: Hardware,
+    g: int,
+    tokens_per_step: int,
+    mb_tokens: int,
+    recompute: str,
+    seq: int,
+    sequence_parallel: bool | None,
+    virtual: int,
+    overlap_grad_reduce: bool,
+    tp_overlap: bool,
+    grad_bytes: int,
+    flash: bool,
+    overlap_param_gather: bool,
+    regather: bool,
+    distributed_optimizer: bool,
+    grad_accumulation_fusion: bool,
+    forward_only: bool = False,
+) -> StepTime:
+    price = Pricer(gpu)
+    if forward_only:
+        recompute = "none"  # nothing to recompute without a backward
+    par = alloc.parallel
+    dp, tp, pp, cp = par.dp_size, par.tp_size, par.pp_size, par.cp_size
+    ep, etp = par.ep_size, par.etp_size
+    fsdp = alloc.backend == "fsdp"
+    zero3 = alloc.backend in ("fsdp", "archon")
+    sp = (tp > 1 and not fsdp) if sequence_parallel is None else sequence_parallel
+    m = math.ceil(tokens_per_step / (dp * mb_tokens))
+    tokens = mb_tokens / cp  # tokens of one micro-batch on one GPU
+    h, hd = s.h, s.head_dim
+    # Megatron places GPUs tp fastest, then cp, dp, pp: a group's members per node.
+    tp_per_node = min(tp, g)
+    cp_per_node = max(1, min(cp, g // tp_per_node))
+    world = par.world_size
+    busy_per_node = min(g, world)  # GPUs of a node running the same collectives at once
+
+    # -- one layer, one micro-batch, one GPU: forward kernels ---------------------------
+    q_out = s.heads * hd
+    kv_out = s.kv_heads * hd
+    gemm = price.gemm
+    attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp) + gemm(tokens, q_out / tp, h)
+    if s.experts:
+        # Tokens reaching one expert: the distinct tokens of the ep group's GPUs (a
+        # tensor-parallel rank's 1/tp of the micro-batch) times topk, over the experts.
+        routed = tokens / tp * s.topk * ep / s.experts
+        experts_here = s.experts / ep
+        mlp = experts_here * (
+            gemm(routed, h, 2 * s.moe_ffn / etp) + gemm(routed, s.moe_ffn / etp, h)
+        )
+        if s.shared_ffn:
+            mlp += gemm(tokens, h, 2 * s.shared_ffn / tp) + gemm(tokens, s.shared_ffn / tp, h)
+        mlp += gemm(tokens, h, s.experts)  # router
+        ffn_values = s.topk * s.moe_ffn / etp + s.shared_ffn / tp
+    else:
+        mlp = gemm(tokens, h, 2 * s.ffn / tp) + gemm(tokens, s.ffn / tp, h)
+        ffn_values = s.ffn / tp
+    # Flash attention: causal, so half the scores of the sequence a token belongs to; a
+    # cp rank holds 1/cp of each sequence's queries against all of its keys.
+    context = min(seq, mb_tokens)
+    heads_here = s.heads / tp
+    if flash:
+        attn_flops = 2.0 * heads_here * hd * context * tokens
+        attention = attn_flops / price.attention_flops + 2 * KERNEL_LAUNCH_S
+    else:
+        # Scores materialized: two batched GEMMs over the whole square (masked half
+        # included), and scale, mask, softmax and dropout reading and writing the scores.
+        sequences = max(1.0, tokens / context)
+        per_head = 2 * gemm(context, hd, context)
+        scores = sequences * heads_here * context * context * SCORE_BYTES / price.hbm
+        attention = sequences * heads_here * (per_head - 2 * KERNEL_LAUNCH_S) + scores
+        attention += 6 * KERNEL_LAUNCH_S
+    replicated = ELEMENTWISE_PER_HIDDEN * h / (tp if sp else 1)
+    # MoE: each token's copies are permuted to their experts and back (read and write).
+    permuted = 4 * s.topk * h / tp if s.experts else 0.0
+    elementwise = (
+        2.0 * tokens * (replicated + 2 * (q_out + kv_out) / tp + 3 * ffn_values + permuted)
+    )
+    kernels = 8
+    if fsdp:
+        elementwise *= UNFUSED_FACTOR
+        kernels = 20
+    elementwise_s = elementwise / price.hbm + kernels * KERNEL_LAUNCH_S
+    forward = attn_proj + mlp + attention + elementwise_s
+    backward = 0.0 if forward_only else 2 * (attn_proj + mlp) + 2.5 * attention + 2 * elementwise_s
+    if recompute == "full":
+        backward += forward
+    elif recompute == "selective":
+        backward += attention
+    layer_compute = forward + backward
+
+    # -- tensor parallel: an all-reduce after attention and after the MLP, each pass
+    # (with sequence parallelism an all-gather before and a reduce-scatter after) ------
+    tp_layer = 0.0
+    if tp > 1:
+        # Across nodes these run as rings at the port's speed: a group that fills its
+        # nodes leaves no idle port, and each layer's collectives wait on each other.
+        block = 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
+        # forward, backward, recomputed forward
+        passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
+        tp_layer = 2 * passes * block
+        if tp_overlap:  # chunked against the GEMMs it feeds; the first chunk is exposed
+            tp_layer = max(0.0, tp_layer - (attn_proj + mlp) * passes) + tp_layer / 4
+    # -- context parallel: each rank's K and V go round the ring, forward and backward,
+    # beside the attention of the chunk at hand ------------------------------------------
+    cp_layer = 0.0
+    if cp > 1:
+        kv_bytes = 2 * tokens * kv_out / tp * 2
+        exchange = price.ring(cp, cp_per_node, kv_bytes * cp, busy_per_node, g)
+        # K/V forward and backward, dK/dV; beside the attention (forward 1, backward 2.5)
+        passes = 1 if forward_only else 3 + (1 if recompute == "full" else 0)
+        beside = attention if forward_only else 3.5 * attention
+        cp_layer = max(0.0, passes * exchange - beside)
+    # -- expert parallel: dispatch and combine all-to-alls over ep, forward and backward;
+    # with etp > 1 the tokens an expert shard gets are all-gathered over its etp group
+    # (and the results reduce-scattered) -----------------------------------------------
+    ep_layer = 0.0
+    if s.experts and (ep > 1 or etp > 1):
+        passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
+        # Megatron's expert grid puts etp fastest, then ep.
+        etp_per_node = min(etp, g)
+        ep_per_node = min(ep, max(1, g // etp_per_node))
+        payload = tokens / tp * s.topk * h * 2  # bytes this GPU's tokens send to experts
+        if ep > 1:
+            on_node = (ep_per_node - 1) / ep * payload / price.intra
+            off_node = (ep - ep_per_node) / ep * payload / price.port(busy_per_node, g)
+            step = NETWORK_STEP_S if ep > ep_per_node else NVLINK_STEP_S
+            ep_layer += 2 * passes * (on_node + off_node + step)
+        if etp > 1:
+            gathered = price.ring(etp, etp_per_node, payload * etp, busy_per_node, g)
+            ep_layer += 2 * passes * gathered
+
+    layers_per_stage = s.layers / pp
+    # The last stage also runs the output layer and the loss (the slowest stage).
+    # (forward once, backward twice)
+    logit_passes = 1 if forward_only else 3
+    logits = (
+        logit_passes * gemm(tokens, h, s.vocab / tp)
+        + logit_passes * (tokens * s.vocab / tp * 4 * 3) / price.hbm
+    )
+    stage_compute = layers_per_stage * layer_compute + logits
+    stage_tp = layers_per_stage * tp_layer
+    stage_cp = layers_per_stage * cp_layer
+    stage_ep = layers_per_stage * ep_layer
+    # -- pipeline: each slot sends a micro-batch's activation on and its gradient back;
+    # each tensor-parallel rank sends its 1/tp (Megatron's scatter-gather). Only the GPUs
+    # of one stage send across a node boundary, so a stage smaller than a node shares
+    # the node's ports; the slowest hop paces every slot. ----------------------------------
+    pp_slot = 0.0
+    if pp > 1:
+        stage_gpus = tp * cp * dp
+        chunk = tokens * h * 2 / tp / virtual
+        if stage_gpus * pp <= g:  # the whole pipeline within one node
+            hop = chunk / price.intra + NVLINK_STEP_S
+        else:
+            hop = chunk / price.port(min(g, stage_gpus), g) + NETWORK_STEP_S
+        pp_slot = virtual * (1 if forward_only else 2) * hop  # activation on, gradient back
+
+    # -- data parallel --------------------------------------------------------------------
+    dense_params = (
+        s.layers * (s.h * hd * (2 * s.heads + 2 * s.kv_heads) + 3 * s.h * s.shared_ffn)
+        + (0 if s.experts else s.layers * 3 * s.h * s.ffn)
+        + 2 * s.vocab * s.h
+    ) / (tp * pp)
+    expert_params = s.layers * 3 * s.h * s.moe_ffn * s.experts / (etp * ep * pp) if s.experts else 0
+    dp_group = dp * cp
+    dp_per_node = max(1, min(dp_group, g // tp_per_node))
+    edp = par.edp_size
+    edp_per_node = max(1, min(edp, g // (etp * ep))) if etp * ep <= g else 1
+    dp_comm = 0.0
+    comm_slowdown = NCCL_SMS / price.sms
+    if zero3 and dp_group > 1:
+        # Per micro-batch and layer: gather the weights for the forward (and for the
+        # recomputed forward when the checkpoint sits outside the sharded unit), gather
+        # them for the backward and reduce-scatter the gradients. FSDP prefetches the
+        # next layer, so each phase takes the longer of its compute and its traffic.
+        layer_params = (dense_params + expert_params) / layers_per_stage
+        gather = price.ring(dp_group, dp_per_node, layer_params * 2, busy_per_node, g)
+        scatter = price.ring(dp_group, dp_per_node, layer_params * grad_bytes, busy_per_node, g)
+        fwd = forward + tp_layer / 3
+        bwd = layer_compute - forward + tp_layer * 2 / 3
+        if forward_only:
+            phases = [(forward + tp_layer, gather)]
+        elif recompute == "full" and regather:
+            bwd -= forward
+            phases = [(fwd, gather), (forward, gather), (bwd, gather + scatter)]
+        else:
+            phases = [(fwd, gather), (bwd, gather + scatter)]
+        exposed = sum(max(0.0, comm - busy) for busy, comm in phases)
+        hidden = sum(min(comm, busy) for busy, comm in phases)
+        dp_comm = m * (layers_per_stage * (exposed + hidden * comm_slowdown) + gather)
+    elif (dp_group > 1 or edp > 1) and not forward_only:  # no gradients to reduce
+        if distributed_optimizer:  # reduce-scatter gradients, all-gather new weights
+            grads = price.ring(dp_group, dp_per_node, dense_params * grad_bytes, busy_per_node, g)
+            grads += price.ring(edp, edp_per_node, expert_params * grad_bytes, busy_per_node, g)
+            params = price.ring(dp_group, dp_per_node, dense_params * 2, busy_per_node, g)
+            params += price.ring(edp, edp_per_node, expert_params * 2, busy_per_node, g)
+        else:
+            grads = price.all_reduce(dp_group, dp_per_node, dense_params * grad_bytes)
+            grads += price.all_reduce(edp, edp_per_node, expert_params * grad_bytes)
+            params = 0.0
+        # The gradient reduction overlaps the last micro-batch's backward, the
+        # parameter all-gather the first micro-batch's forward.
+        dp_comm = grads + params
+        if overlap_grad_reduce:
+            hidden = min(grads, layers_per_stage * (backward + tp_layer / 2))
+            dp_comm -= hidden * (1 - comm_slowdown)
+        if overlap_param_gather:
+            hidden = min(params, layers_per_stage * (forward + tp_layer / 3))
+            dp_comm -= hidden * (1 - comm_slowdown)
+
+    # Without fusion, a separate add each micro-batch (no gradients: no add).
+    if not zero3 and not grad_accumulation_fusion and not forward_only:
+        stage_compute += (dense_params + expert_params) * (2 + 2 * grad_bytes) / price.hbm
+    # -- the step -------------------------------------------------------------------------
+    slot = stage_compute + stage_tp + stage_cp + stage_ep + pp_slot
+    bubble = (pp - 1) / virtual * slot
+    sharded = zero3 or distributed_optimizer
+    shard = dense_params / (dp_group if sharded else 1) + expert_params / (edp if sharded else 1)
+    optimizer = (
+        0.0
+        if forward_only
+        else shard * OPTIMIZER_BYTES_PER_PARAM / price.hbm + 50 * KERNEL_LAUNCH_S
+    )
+    compute = m * stage_compute
+    total = compute + m * (stage_tp + stage_cp + stage_ep + pp_slot) + bubble + dp_comm + optimizer
+    # A forward pass is a third of the 6 FLOPs a weight of forward plus backward.
+    model_flops = (
+        tokens_per_step * training_flops_per_token(s, context) / (3 if forward_only else 1)
+    )
+    mfu = model_flops / (total * world * gpu.peak_tflops * 1e12)
+    return StepTime(
+        total=total,
+        compute=compute,
+        tp_comm=m * stage_tp,
+        cp_comm=m * stage_cp,
+        ep_comm=m * stage_ep,
+        pp_comm=m * pp_slot,
+        pp_bubble=bubble,
+        dp_comm=dp_comm,
+        optimizer=optimizer,
+        mfu=mfu,
+        microbatches=m,
+        model_flops=model_flops,
+    )

@@ -1,0 +1,3 @@
+"""Backend strings: the grammar, the parser, the parallel strategy, legacy translation,
+every layout and Megatron's rank groups.
+"""

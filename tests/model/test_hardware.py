@@ -1,0 +1,98 @@
+"""The GPUs areal-conf knows by name, and how a name reaches the memory check."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from areal_conf import AllocationError
+from areal_conf.cli.options import settings_from
+from areal_conf.model.hardware import HARDWARE, Hardware, hardware
+from areal_conf.settings import from_environment
+
+
+def test_the_table_has_the_common_training_gpus() -> None:
+    assert {"a100", "h100", "h200", "b200"} <= set(HARDWARE)
+    for gpu in HARDWARE.values():
+        numbers = [getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name != "name"]
+        assert all(isinstance(n, (int, float)) and n > 0 for n in numbers), gpu
+        assert isinstance(gpu.sm_count, int) and 0 < gpu.gemm_efficiency < 1
+    # the ordering every data sheet agrees on
+    assert HARDWARE["h200"].hbm_gb > HARDWARE["h100"].hbm_gb == HARDWARE["a100"].hbm_gb
+    assert (
+        HARDWARE["b200"].peak_tflops > HARDWARE["h100"].peak_tflops > HARDWARE["a100"].peak_tflops
+    )
+    assert all(g.intra_node_gb_per_s > g.inter_node_gb_per_s for g in HARDWARE.values())
+
+
+def test_an_entry_is_frozen_and_changed_with_replace() -> None:
+    h100 = HARDWARE["h100"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        h100.hbm_gb = 1.0  # type: ignore[misc]
+    slower = dataclasses.replace(h100, inter_node_gb_per_s=25.0)
+    assert slower.inter_node_gb_per_s == 25.0 and HARDWARE["h100"].inter_node_gb_per_s == 50.0
+    assert hardware(slower) is slower
+
+
+def test_a_name_is_found_in_any_case_and_an_unknown_one_is_refused() -> None:
+    assert hardware("H200") is HARDWARE["h200"]
+    with pytest.raises(AllocationError) as caught:
+        hardware("v100", "--gpu")
+    assert str(caught.value).startswith("--gpu: 'v100' is not a GPU areal-conf knows")
+    assert "--gpu-memory-gb" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("environ", "args", "memory", "source"),
+    [
+        ({"AREAL_CONF_GPU": "h200"}, {}, 141.0, "AREAL_CONF_GPU=h200"),
+        (
+            {"AREAL_CONF_GPU": "h200", "AREAL_CONF_GPU_MEMORY_GB": "100"},
+            {},
+            100.0,
+            "AREAL_CONF_GPU_MEMORY_GB",
+        ),
+        ({"AREAL_CONF_GPU_MEMORY_GB": "100"}, {"gpu": "b200"}, 180.0, "--gpu b200"),
+        (
+            {"AREAL_CONF_GPU": "b200"},
+            {"gpu": "h200", "gpu_memory_gb": 120.0},
+            120.0,
+            "--gpu-memory-gb",
+        ),
+        ({}, {}, None, ""),
+    ],
+)
+def test_the_gpus_memory_comes_from_its_name_unless_given(
+    environ: dict[str, str],
+    args: dict[str, object],
+    memory: float | None,
+    source: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("AREAL_CONF_GPU", "AREAL_CONF_GPU_MEMORY_GB"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    settings = settings_from(argparse.Namespace(**args))
+    assert (settings.gpu_memory_gb, settings.gpu_memory_from) == (memory, source)
+    assert from_environment(environ).gpu == environ.get("AREAL_CONF_GPU")
+
+
+def test_an_unknown_gpu_in_the_environment_is_an_error() -> None:
+    with pytest.raises(AllocationError, match="AREAL_CONF_GPU: 'x1' is not a GPU"):
+        from_environment({"AREAL_CONF_GPU": "x1"})
+
+
+def test_hardware_is_a_dataclass_of_numbers() -> None:
+    assert [f.name for f in dataclasses.fields(Hardware)] == [
+        "name",
+        "peak_tflops",
+        "hbm_gb",
+        "hbm_tb_per_s",
+        "intra_node_gb_per_s",
+        "inter_node_gb_per_s",
+        "sm_count",
+        "gemm_efficiency",
+    ]
