@@ -93,7 +93,7 @@ def test_the_sweep_record_is_written_in_one_step_then_omegaconf_is_itself_again(
 ) -> None:
     """The areal launcher has Hydra's sweeper save ``multirun.yaml`` through
     ``write_atomic``, the same text, once; other saves are OmegaConf's own."""
-    from hydra_plugins.areal_conf_plugin import _core
+    from hydra_plugins.areal_conf_plugin import _handover
 
     own = OmegaConf.__dict__["save"]
     config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}, "seed": 1})
@@ -107,7 +107,7 @@ def test_the_sweep_record_is_written_in_one_step_then_omegaconf_is_itself_again(
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    _core.write_sweep_record_atomically(config)
+    _handover.write_sweep_record_atomically(config)
     OmegaConf.save(config, other)  # not the record: OmegaConf's own write
     OmegaConf.save(config, record)  # as BasicSweeper.sweep saves it
     assert OmegaConf.__dict__["save"] is own

@@ -63,6 +63,10 @@ DEFERRED_EDGES: dict[tuple[str, str], str] = {
         "Hydra imports every plugin module at discovery, so setup() and launch() import "
         "the work lazily"
     ),
+    (
+        "hydra_plugins.areal_conf_plugin.areal_launcher",
+        "hydra_plugins.areal_conf_plugin._handover",
+    ): ("the same: setup() has the sweep's record written atomically"),
 }
 
 
@@ -111,6 +115,7 @@ FORBIDDEN: tuple[Forbidden, ...] = (
             "areal_conf",
             "hydra_plugins.areal_conf_plugin._compose",
             "hydra_plugins.areal_conf_plugin._core",
+            "hydra_plugins.areal_conf_plugin._handover",
             "hydra_plugins.areal_conf_plugin._sweeper_core",
         ),
         at_import=True,

@@ -71,11 +71,11 @@ class AReaLLauncher(Launcher):
         self.config = config
         self.task_function = task_function
         self.hydra_context = hydra_context
-        from hydra_plugins.areal_conf_plugin import _core
+        from hydra_plugins.areal_conf_plugin import _core, _handover
 
         _core.check_sweeper_sizes(config)
         _core.install_loader(self, hydra_context)
-        _core.write_sweep_record_atomically(config)
+        _handover.write_sweep_record_atomically(config)
 
     def expect_sweep(self, job_overrides: Sequence[Sequence[str]]) -> None:
         """Called by a sweeper that knows every job before the first batch (areal_layouts):

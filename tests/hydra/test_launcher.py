@@ -36,7 +36,7 @@ from omegaconf import DictConfig
 
 from areal_conf.hydra.compat import VERSION_BASE
 from areal_conf.hydra.job_overrides import job_overrides_line
-from hydra_plugins.areal_conf_plugin import _core
+from hydra_plugins.areal_conf_plugin import _core, _handover
 from hydra_plugins.areal_conf_plugin._compose import SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import AReaLLauncherConf
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
@@ -559,7 +559,7 @@ def test_precomposed_loader_pickles_without_the_job_configs() -> None:
     master, areal_master = DictConfig({"launcher": "inner"}), DictConfig({"launcher": "areal"})
     sweep = SweepLoader(inner, areal_master)
     sweep.keep(["a=1"], DictConfig({"a": 1}))
-    wrapped = _core._PrecomposedLoader(inner, master, areal_master, sweep)
+    wrapped = _handover.PrecomposedLoader(inner, master, areal_master, sweep)
     assert wrapped.load_sweep_config(master, ["a=1"]) == {"a": 1}  # composed for validation
     assert sweep.kept_jobs == 0  # handed out once
     assert wrapped.load_sweep_config(master, ["a=1"]) == {"launcher": "areal"}
