@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Required, TypedDict, Unpack
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 #: The most tokens (or sequences, or rollouts) an argument may give; see the module
 #: docstring.
@@ -67,20 +67,16 @@ def whole(name: str, value: object, **bounds: Unpack[WholeBounds]) -> int:
     if type(value) is int and minimum <= value <= maximum:
         return value
     if type(value) is int and value > maximum:
-        raise AllocationError(
+        raise ConfigError(
             f"{name} must be at most {limit(maximum)}"
             + (f" ({why})" if why else "")
             + f", got {shown(value)}",
-            None,
-            None,
             hint=f"give a whole number of at most {limit(maximum)}; {example}",
         )
     what = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
     above = "above 0" if minimum == 1 else f"of {minimum} or more"
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be {what}, got {shown(value)}",
-        None,
-        None,
         hint=f"give a whole number {above}, at most {limit(maximum)}; {example}",
     )
 
@@ -97,10 +93,8 @@ def positive(name: str, value: object, *, example: str) -> float:
         number = float(value) if abs(value) < 2**1000 else math.inf
         if math.isfinite(number) and number > 0:
             return number
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a finite number above 0, got {shown(value)}",
-        None,
-        None,
         hint=f"give a number above 0, {example}",
     )
 
@@ -109,10 +103,8 @@ def fraction(name: str, value: object, *, example: str) -> float:
     """``value`` as a float when it is a number in (0, 1]."""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1:
         return float(value)
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a number above 0 and at most 1, got {shown(value)}",
-        None,
-        None,
         hint=f"give a fraction, {example}",
     )
 
@@ -121,10 +113,8 @@ def flag(name: str, value: object) -> bool:
     """``value`` when it is True or False."""
     if isinstance(value, bool):
         return value
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be True or False, got {shown(value)}",
-        None,
-        None,
         hint=f"give {name}=True or {name}=False",
     )
 
@@ -152,10 +142,8 @@ def text(name: str, value: object, *, example: str) -> str:
     """``value`` when it is a string."""
     if isinstance(value, str):
         return value
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a string, got {type(value).__name__} {shown(value)}",
-        None,
-        None,
         hint=f"give a string, {example}",
     )
 
@@ -166,10 +154,8 @@ def optional_path(name: str, value: object, *, example: str) -> str | None:
         return None
     if isinstance(value, str | os.PathLike) and _is_text(value):
         return str(os.fspath(value))
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a path or None, got {type(value).__name__} {shown(value)}",
-        None,
-        None,
         hint=f"give a directory, {example}",
     )
 
@@ -178,10 +164,8 @@ def mapping(name: str, value: object, *, example: str) -> Mapping[Any, Any]:
     """``value`` when it is a mapping (a dict, an OmegaConf DictConfig, ...)."""
     if isinstance(value, Mapping):
         return value
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a mapping, got {type(value).__name__} {shown(value)}",
-        None,
-        None,
         hint=f"give a dict, {example}",
     )
 
@@ -197,10 +181,8 @@ def strings(name: str, value: object, *, example: str) -> list[str]:
     if isinstance(value, list | tuple) and all(_is_text(v) for v in value):
         return [str(os.fspath(v)) for v in value]
     bad = next(v for v in value if not _is_text(v)) if isinstance(value, list | tuple) else value
-    raise AllocationError(
+    raise ConfigError(
         f"{name} must be a list of strings, got {shown(value)}"
         + (f" (holding {shown(bad)})" if bad is not value else ""),
-        None,
-        None,
         hint=f"give a list of strings, {example}",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,13 +59,16 @@ class AllocationError(ValueError):
             lines.append("hint: " + self.hint)
         return "\n".join(lines)
 
+    def _changed(self, **fields: object) -> AllocationError:
+        """A copy of this error (of its own class) with ``fields`` changed."""
+        err = copy.copy(self)
+        err.__dict__.update(fields)
+        err.args = (err._render(),)
+        return err
+
     def with_hint(self, hint: str) -> AllocationError:
         """The same error with another hint (a fix spelled for the config at hand)."""
-        if hint == self.hint:
-            return self
-        err = AllocationError(self.reason, self.spec, self.position, length=self.length, hint=hint)
-        err.key, err.variable = self.key, self.variable
-        return err
+        return self if hint == self.hint else self._changed(hint=hint)
 
     def with_context(self, key: str) -> AllocationError:
         """The same error, its first line prefixed with the config key it came from.
@@ -74,11 +78,15 @@ class AllocationError(ValueError):
         """
         if self.key is not None:
             return self
-        err = AllocationError(
-            f"{key}: {self.reason}", self.spec, self.position, length=self.length, hint=self.hint
-        )
-        err.key, err.variable = key, self.variable
-        return err
+        return self._changed(reason=f"{key}: {self.reason}", key=key)
+
+
+class ConfigError(AllocationError):
+    """An AllocationError about a config as a whole (no input text to point into): the
+    reason, and the fix as ``hint``."""
+
+    def __init__(self, reason: str, *, hint: str = "") -> None:
+        super().__init__(reason, hint=hint)
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from areal_conf.areal.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 from areal_conf.arguments import optional_whole
-from areal_conf.errors import AllocationError, from_variable
+from areal_conf.errors import AllocationError, ConfigError, from_variable
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
 GPU_ENV: Final = "AREAL_CONF_GPU"
@@ -99,10 +99,8 @@ def optional_settings(settings: object) -> Settings | None:
             "gconfig.max_new_tokens",
         )
         return settings
-    raise AllocationError(
+    raise ConfigError(
         f"settings must be a Settings or None, got {type(settings).__name__}",
-        None,
-        None,
         hint="give areal_conf.settings.Settings(gpu_memory_gb=80, ...), or None for the "
         "environment's",
     )

@@ -23,7 +23,7 @@ from areal_conf.arguments import text
 from areal_conf.config.nodes import is_null
 from areal_conf.config.reading import read_allocation_mode, read_config
 from areal_conf.config.run_config import EngineSection, RunConfig
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.plan import Plan
 from areal_conf.rules.awex import (
     check_awex_sharing,
@@ -202,11 +202,9 @@ def _one_version(argument: str, in_settings: str) -> None:
     the same AReaL version; else an AllocationError (neither silently wins)."""
     given = supported_version(argument, where="areal_version")
     if given != supported_version(in_settings, where="settings.areal_version"):
-        raise AllocationError(
+        raise ConfigError(
             f"areal_version={argument!r} and settings.areal_version={in_settings!r} name "
             "different AReaL versions",
-            None,
-            None,
             hint=f"give the version once, e.g. areal_version={given!r} with settings whose "
             "areal_version is None",
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 if TYPE_CHECKING:
     from areal_conf.perf.ranking import RankedLayout
@@ -29,10 +29,8 @@ def plot_layouts(
         matplotlib.use("Agg")  # no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise AllocationError(
+        raise ConfigError(
             "--plot needs matplotlib, which is not installed",
-            None,
-            None,
             hint="pip install 'areal-conf[plot]' (or pip install matplotlib)",
         ) from None
     if not str(path).lower().endswith(".png"):

@@ -30,7 +30,7 @@ from areal_conf.areal.versions import choose_rules
 from areal_conf.arguments import optional_whole
 from areal_conf.config.reading import read_config
 from areal_conf.config.run_config import RunConfig
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.shape import resolve_model
 from areal_conf.perf.memory import MemoryEstimate
 from areal_conf.rules.engines import engine_backend
@@ -180,29 +180,23 @@ def check_ranking(rank: object, top_k: object) -> None:
         guess = str(rank).strip().lower().replace("-", "_").replace(" ", "_")
         close = difflib.get_close_matches(guess, RANKS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
-        raise AllocationError(
+        raise ConfigError(
             f"hydra.sweeper.rank: unknown ranking {rank!r}",
-            None,
-            None,
             hint=hint + "hydra.sweeper.rank=step_time runs the layouts fastest predicted "
             "training step first, hydra.sweeper.rank=null in their own order",
         )
     if top_k is None:
         return
     if type(top_k) is not int or top_k < 1:
-        raise AllocationError(
+        raise ConfigError(
             f"hydra.sweeper.top_k: must be a whole number of layouts from 1, got {top_k!r}",
-            None,
-            None,
             hint="e.g. hydra.sweeper.top_k=3 runs the 3 fastest layouts of each combination, "
             "hydra.sweeper.top_k=null all of them",
         )
     if rank is None:
-        raise AllocationError(
+        raise ConfigError(
             f"hydra.sweeper.top_k={top_k} keeps the fastest layouts, but hydra.sweeper.rank "
             "is null: the layouts are not ranked",
-            None,
-            None,
             hint="add hydra.sweeper.rank=step_time",
         )
 
@@ -268,28 +262,22 @@ def engine_layouts(
     if backend is None or gpus is None:
         section = run.engines.get(engine)
         if section is None:
-            raise AllocationError(
+            raise ConfigError(
                 f"{engine}: the config has no {engine} section, so there is no current "
                 "backend or world size to sweep",
-                None,
-                None,
                 hint="give both, e.g. hydra.sweeper.backend=megatron hydra.sweeper.gpus=16",
             )
         spec, where = engine_backend(run, section)
         if spec is None:
-            raise AllocationError(
+            raise ConfigError(
                 f"{where}: {engine} is disabled (empty backend), so there is no current "
                 "backend or world size to sweep",
-                None,
-                None,
                 hint="give both, e.g. hydra.sweeper.backend=megatron hydra.sweeper.gpus=16",
             )
         if spec == "":
-            raise AllocationError(
+            raise ConfigError(
                 f"{where}: {engine} has no backend, so there is no current backend or "
                 "world size to sweep",
-                None,
-                None,
                 hint=f"set {engine}.backend, or give hydra.sweeper.backend and hydra.sweeper.gpus",
             )
         try:
@@ -311,11 +299,9 @@ def engine_layouts(
     except AllocationError as err:
         raise err.with_context(f"sweep of {engine}.backend") from None
     if not found:
-        raise AllocationError(
+        raise ConfigError(
             f"no valid {backend} layout of {engine} on {gpus} GPUs "
             f"(tp ≤ {max_tp}, with this model section)",
-            None,
-            None,
             hint="sweep another GPU count (hydra.sweeper.gpus), raise hydra.sweeper.max_tp, "
             "or check the model section (" + ", ".join(MODEL_KEYS) + ")",
         )
@@ -330,11 +316,9 @@ def engine_layouts(
     elif fits:
         found = _fitting(cfg, engine, found, model)
     if not found:  # only fits drops layouts
-        raise AllocationError(
+        raise ConfigError(
             f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
             "(cluster.gpu_memory_gb) with this config",
-            None,
-            None,
             hint=f"sweep more GPUs (hydra.sweeper.gpus), turn on "
             f"{engine}.gradient_checkpointing or lower {engine}.mb_spec.max_tokens_per_mb",
         )
@@ -363,10 +347,8 @@ def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, An
 
     shape = model_shape(model)
     if isinstance(shape, str):
-        raise AllocationError(
+        raise ConfigError(
             f"hydra.sweeper.fits: cannot check memory, {shape}",
-            None,
-            None,
             hint="set model.hf_config to the model's config.json, or the model's sizes",
         )
     memory = _memory_per_gpu(cfg, engine, specs)
@@ -413,11 +395,9 @@ def _by_step_time(
     from areal_conf.perf.workload import NoWorkload, step_workload
 
     if run.cluster.cpu_run:
-        raise AllocationError(
+        raise ConfigError(
             f"{_RANKED_BY}: cluster.n_gpus_per_node is 0 (a CPU run), so there is no GPU "
             "step time to predict",
-            None,
-            None,
             hint="drop hydra.sweeper.rank and hydra.sweeper.top_k, or sweep on GPUs",
         )
     section = run.engines.get(engine)
@@ -427,10 +407,8 @@ def _by_step_time(
         else f"the config has no {engine} section"
     )
     if isinstance(step, str) and (section is None or not section.trainable):
-        raise AllocationError(
+        raise ConfigError(
             f"{_RANKED_BY}: cannot predict {engine}'s step time: {step}",
-            None,
-            None,
             hint="rank the layouts of an engine that trains (actor, critic), or drop "
             "hydra.sweeper.rank and hydra.sweeper.top_k",
         )
@@ -452,10 +430,8 @@ def _by_step_time(
         if isinstance(work, NoWorkload):
             fixes.append(work.fix)
     if missing:
-        raise AllocationError(
+        raise ConfigError(
             f"{_RANKED_BY}: cannot predict {engine}'s step time: " + " and ".join(missing),
-            None,
-            None,
             hint="give " + " and ".join(fixes)
             if fixes
             else "drop hydra.sweeper.rank and hydra.sweeper.top_k",
@@ -532,10 +508,8 @@ def fitting_layouts(
 
     shape = model_shape(model)
     if isinstance(shape, str):
-        raise AllocationError(
+        raise ConfigError(
             f"{what}: cannot check memory, {shape}",
-            None,
-            None,
             hint="give the model's config.json (hf_config=PATH) or its sizes",
         )
     ranked: list[tuple[float, int, str, MemoryEstimate]] = []

@@ -23,7 +23,7 @@ from areal_conf.cli.options import (
     settings_from,
     whole,
 )
-from areal_conf.errors import AllocationError
+from areal_conf.errors import ConfigError
 from areal_conf.model.shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.plan.report import columns, decode_rows, memory_text, ranked_layout_rows
@@ -177,10 +177,8 @@ def _layouts(args: argparse.Namespace) -> None:
     check_engine_name(engine)
     check_engine_kind(engine, args.backend)
     if (args.top is not None or args.plot) and not args.rank:
-        raise AllocationError(
+        raise ConfigError(
             "--top and --plot rank the layouts by predicted speed",
-            None,
-            None,
             hint="add --rank",
         )
     if args.rank:
@@ -218,21 +216,17 @@ def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
     hint = "more --gpus, a larger --gpu-memory-gb"
     if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
         hint += ", --gradient-checkpointing"
-    raise AllocationError(
+    raise ConfigError(
         f"no {args.backend} layout on {args.gpus} GPUs fits {gpu_memory_gb:g} GB "
         "per GPU for this model",
-        None,
-        None,
         hint=f"try {hint} or a smaller --max-tokens-per-mb",
     )
 
 
 def _no_layout(args: argparse.Namespace) -> None:
     cap = "" if args.max_tp is None else f", tp ≤ {args.max_tp}"
-    raise AllocationError(
+    raise ConfigError(
         f"no valid {args.backend} layout on {args.gpus} GPUs{cap} for this model",
-        None,
-        None,
         hint="try another --gpus, a larger --max-tp, or check the --model values",
     )
 
@@ -252,10 +246,8 @@ def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str
 
     microbatch = args.max_tokens_per_mb or shape.max_seq_len
     if microbatch is None:
-        raise AllocationError(
+        raise ConfigError(
             "--rank needs the tokens of a micro-batch",
-            None,
-            None,
             hint="give --max-tokens-per-mb N (AReaL's mb_spec.max_tokens_per_mb), or the "
             "model's max_seq_len",
         )
@@ -309,11 +301,9 @@ def _ranked_inference(
         top=args.top,
     )
     if not ranked:
-        raise AllocationError(
+        raise ConfigError(
             f"no {args.backend} layout on {args.gpus} GPUs keeps a sequence of {context:,} "
             "tokens in its KV cache",
-            None,
-            None,
             hint="more --gpus, a GPU with more memory (--gpu), or fewer --context-tokens",
         )
     if args.hydra:

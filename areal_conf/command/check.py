@@ -91,9 +91,7 @@ def suggest_for_command(
     from areal_conf.settings import default_settings, gpu_memory_of
 
     if type(top) is not int or top < 1:
-        raise AllocationError(
-            f"--top must be a positive integer, got {top!r}", None, None, hint="e.g. --top 3"
-        )
+        raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
     settings = settings if settings is not None else default_settings()
     command = parse_config_command(argv, cwd)
     cfg = compose_as_areal(command, areal_version=settings.areal_version)
@@ -110,8 +108,6 @@ def suggest_for_command(
     if isinstance(shape, str):
         raise AllocationError(
             f"suggest needs the model's shape: {shape}",
-            None,
-            None,
             hint="give it with --model hf_config=<the model's config.json, directory or "
             "Hugging Face id> (or AREAL_CONF_MODEL)",
         )

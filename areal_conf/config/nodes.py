@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from areal_conf.areal.roles import example_backend
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 #: While :func:`areal_conf.config.reading.read_config` reads a config: the keys of each section it
 #: has asked about, by ``id`` (the config, and so every section, lives as long as the read).
@@ -210,10 +210,8 @@ def read_bool(section: Any, key: str, where: str, default: bool) -> bool:
     if isinstance(value, str) and value.lower() in _BOOL_TEXT:
         return _BOOL_TEXT[value.lower()]
     if not isinstance(value, bool):
-        raise AllocationError(
+        raise ConfigError(
             f"{where}: must be true or false, got {value!r}",
-            None,
-            None,
             hint=f"e.g. {where}={str(not default).lower()}",
         )
     return value
@@ -229,10 +227,8 @@ def read_int(
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
         value = int(value)  # as AReaL's typed loader converts it
     if type(value) is not int or value < least:
-        raise AllocationError(
+        raise ConfigError(
             f"{where}: must be a whole number from {least}, got {value!r}",
-            None,
-            None,
             hint=f"e.g. {where}={example}",
         )
     return value
@@ -256,10 +252,8 @@ def read_number(
         bounds = (f" from {least:g}" if least > -math.inf else "") + (
             f" to {most:g}" if most < math.inf else ""
         )
-        raise AllocationError(
+        raise ConfigError(
             f"{where}: must be a number{bounds}, got {value!r}",
-            None,
-            None,
             hint=f"e.g. {where}=0.0 (no ref model) or {where}=0.1"
             if key == "kl_ctl"
             else f"e.g. {where}=0.9",

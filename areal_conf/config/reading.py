@@ -54,7 +54,7 @@ from areal_conf.config.run_config import (
     WorkerSpec,
     Workload,
 )
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 #: TeacherConfig's own keys in AReaL 2.0; any other key under ``teacher`` is a 1.0 flat
 #: teacher's engine key.
@@ -113,10 +113,8 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
     cluster = read_cluster(cfg)
     scheduler = read_value(cfg, "scheduler", "scheduler")
     if not is_null(scheduler) and not is_mapping(scheduler):
-        raise AllocationError(
+        raise ConfigError(
             f"scheduler: must be a section, got {scheduler!r}",
-            None,
-            None,
             hint="e.g. scheduler.type=local (one machine), slurm or ray",
         )
     scheduler_type = (
@@ -191,10 +189,8 @@ def _read_teacher(cfg: Any) -> Teacher | None:
     if is_absent(node):
         return None
     if not isinstance(node, Mapping):
-        raise AllocationError(
+        raise ConfigError(
             f"teacher: the teacher must be a section, got {node!r}",
-            None,
-            None,
             hint="e.g. teacher.rollout.backend=sglang:d1t4 (an inference teacher), or remove "
             "teacher",
         )
@@ -240,10 +236,8 @@ def _engine_sections(
             if is_absent(value):
                 continue
             if not isinstance(value, Mapping):
-                raise AllocationError(
+                raise ConfigError(
                     f"{name}: the {name} engine must be a section, got {value!r}",
-                    None,
-                    None,
                     hint=f"write it as a section, e.g. {name}.backend={ROLE[name].example}, "
                     f"or remove {name}",
                 )
@@ -417,10 +411,8 @@ def _strategy(node: Any, prefix: str) -> Strategy:
     if is_null(strategy):
         return Strategy()
     if not isinstance(strategy, Mapping):
-        raise AllocationError(
+        raise ConfigError(
             f"{prefix}: must be a section with type, target and fork, got {strategy!r}",
-            None,
-            None,
             # '~' first: Hydra cannot set a key under a value that is no section.
             hint=f"e.g. ~{prefix} ++{prefix}.type=colocation ++{prefix}.target={INHERIT_FROM}",
         )
@@ -437,19 +429,15 @@ def _strategy(node: Any, prefix: str) -> Strategy:
         )
     target = read_value(strategy, "target", f"{prefix}.target")
     if target is not None and not isinstance(target, str):
-        raise AllocationError(
+        raise ConfigError(
             f"{prefix}.target: must be an engine name, got {target!r}",
-            None,
-            None,
             hint=f"e.g. {prefix}.target={INHERIT_FROM}",
         )
     fork = read_value(strategy, "fork", f"{prefix}.fork", True)
     fork = True if fork is None else fork
     if not isinstance(fork, bool):
-        raise AllocationError(
+        raise ConfigError(
             f"{prefix}.fork: must be true or false, got {fork!r}",
-            None,
-            None,
             hint=f"{prefix}.fork=true (new processes on the target's GPUs, the default) or "
             "false (reuse the target's processes)",
         )
@@ -472,10 +460,8 @@ def _specs(node: Any, where: str) -> tuple[tuple[WorkerSpec, ...] | None, str]:
             return (), f"entry {i} must be a section (gpu, cpu, mem, ...), got {entry!r}"
         gpu = read_value(entry, "gpu", f"{where}.{i}.gpu", 0)
         if type(gpu) is not int or gpu < 0:
-            raise AllocationError(
+            raise ConfigError(
                 f"{where}.{i}.gpu: must be a whole number of GPUs, got {gpu!r}",
-                None,
-                None,
                 hint=f"e.g. {where}.{i}.gpu=1",
             )
         cmds = read_value(entry, "additional_bash_cmds", f"{where}.{i}.additional_bash_cmds")

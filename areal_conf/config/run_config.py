@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from areal_conf.areal.versions import AReaLVersion, EngineRow
-from areal_conf.errors import AllocationError
+from areal_conf.errors import ConfigError
 from areal_conf.spec.backends import MAX_SIZE
 
 #: The AReaL trainer a config is for: RL (``PPOConfig``, ``GRPOConfig`` and the drivers'
@@ -186,12 +186,10 @@ def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:
     total = n_nodes * n_gpus_per_node
     if total <= MAX_SIZE:
         return
-    raise AllocationError(
+    raise ConfigError(
         f"cluster: {n_nodes:,} node{'s' if n_nodes != 1 else ''} × {n_gpus_per_node:,} GPUs "
         f"is {total:,} GPUs, more than the {MAX_SIZE:,} (2**20) that areal-conf plans for, "
         "the largest world size an engine can have",
-        None,
-        None,
         hint="check cluster.n_nodes and cluster.n_gpus_per_node (the GPUs of one node, "
         "e.g. cluster.n_gpus_per_node=8)",
     )

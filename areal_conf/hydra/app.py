@@ -32,7 +32,7 @@ from areal_conf.config.known_keys import UnknownKey
 from areal_conf.config.nodes import unresolvable
 from areal_conf.config.yaml_errors import is_yaml_error, unparsable_yaml
 from areal_conf.config.yaml_limits import UnreadableYaml
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.hydra.errors import OMEGACONF_ERRORS, chain, defined_in, typed_value_error
 
 T = TypeVar("T")
@@ -156,10 +156,8 @@ def run_validated(
     any other value counts as unset, as it does for Hydra.
     """
     if not callable(main):
-        raise AllocationError(
+        raise ConfigError(
             f"run_validated takes the app's main function, got {type(main).__name__}",
-            None,
-            None,
             hint="pass the @hydra.main function itself: run_validated(main)",
         )
     out = sys.stderr if stderr is None else stderr

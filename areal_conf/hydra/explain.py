@@ -20,7 +20,7 @@ from typing import Any
 from areal_conf.config.known_keys import UnknownKey, refused_override
 from areal_conf.config.nodes import is_mapping
 from areal_conf.config.yaml_errors import is_yaml_error, unparsable_yaml
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.placement import place
 from areal_conf.plan.plan import EnginePlan, Plan
 from areal_conf.plan.report import allocation_report, plan_report
@@ -38,17 +38,13 @@ def compose_config(
     if path.is_dir():
         path = path / "config.yaml"
     if not path.is_file():
-        raise AllocationError(
+        raise ConfigError(
             f"config file {str(path)!r} not found",
-            None,
-            None,
             hint="give the primary config, e.g. --config conf/config.yaml",
         )
     if path.suffix not in (".yaml", ".yml"):
-        raise AllocationError(
+        raise ConfigError(
             f"config file {str(path)!r} is not a .yaml file",
-            None,
-            None,
             hint="give the primary config, e.g. --config conf/config.yaml",
         )
 
@@ -97,10 +93,8 @@ def compose_file(
         cause = err.__cause__
         if cause is not None and str(cause).strip() and str(cause).strip() not in detail:
             detail += "\n" + str(cause).strip()
-        raise AllocationError(
+        raise ConfigError(
             f"cannot compose {shown or path}: {detail}",
-            None,
-            None,
             hint="check the overrides: key=value to change a key, +key=value to add one; "
             "quote values with special characters, e.g. "
             "\"actor.backend='megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)'\"",
@@ -146,18 +140,14 @@ def _under_a_value(path: Path, name: str, overrides: Sequence[str], shown: str) 
             node = node.get(part) if is_mapping(node) else None
             if node is not None and not is_mapping(node):
                 parent = ".".join(parts[: depth + 1])
-                return AllocationError(
+                return ConfigError(
                     f"{override}: {parent} is {node!r} in {shown}, not a section, so {key} "
                     "cannot be set under it",
-                    None,
-                    None,
                     hint=f"replace it: ~{parent} ++{key}={value if sep else '<value>'}, "
                     f"or write {parent} as a section in {shown}",
                 )
-    return AllocationError(
+    return ConfigError(
         f"cannot compose {shown} with the overrides {' '.join(overrides)}",
-        None,
-        None,
         hint="check that each override's key is under a section of the config",
     )
 
@@ -227,11 +217,9 @@ def explain_specs(
     total = (n_nodes or 1) * (n_gpus_per_node or 8)
     for flag, value in (("--nodes", n_nodes), ("--gpus-per-node", n_gpus_per_node)):
         if value is not None and (value < 1 or total > MAX_SIZE):
-            raise AllocationError(
+            raise ConfigError(
                 f"{flag} must be a positive whole number, at most {MAX_SIZE:,} GPUs "
                 f"(2**20) in all, got {value}",
-                None,
-                None,
                 hint=f"e.g. {flag} {2 if flag == '--nodes' else 8}",
             )
     layout = teacher_layout(areal_version)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from areal_conf.arguments import positive, shown, text, whole
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,8 @@ class Hardware:
                 whole(where, value, example="e.g. 132 (H100 SXM)", maximum=2**20)
             elif f.name == "gemm_efficiency":
                 if positive(where, value, example="e.g. 0.75") > 1:
-                    raise AllocationError(
+                    raise ConfigError(
                         f"{where} must be at most 1 (a share of peak_tflops), got {shown(value)}",
-                        None,
-                        None,
                         hint="give the share of peak_tflops cuBLAS reaches, e.g. 0.75",
                     )
             else:

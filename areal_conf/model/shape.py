@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from areal_conf.arguments import MAX_TOKENS, mapping, optional_whole, whole
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 
 # Sizes of the shape, each a positive integer or None (unknown).
 SIZE_KEYS: Final = (
@@ -331,8 +331,6 @@ def model_shape(model: Mapping[str, Any], hint: str = SHAPE_HINT) -> ModelShape 
         raise AllocationError(
             f"model.hidden_size {hidden} is smaller than model.num_attention_heads {heads}, "
             "so a head would have no dimension",
-            None,
-            None,
             hint="give the sizes of the model's config.json (hidden_size is heads × head_dim), "
             "or model.head_dim",
         )
@@ -364,10 +362,8 @@ def shape_of(model: object) -> ModelShape:
         return model
     shape = model_shape(merge_model(mapping("model", model, example=_MODEL_EXAMPLE)))
     if isinstance(shape, str):
-        raise AllocationError(
+        raise ConfigError(
             shape,
-            None,
-            None,
             hint="give at least num_layers, hidden_size, num_attention_heads, "
             "ffn_hidden_size and vocab_size, or hf_config=<config.json, directory or "
             "Hugging Face id>",

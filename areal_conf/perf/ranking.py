@@ -24,7 +24,7 @@ from areal_conf.arguments import (
     text,
     whole,
 )
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape, shape_of
 from areal_conf.perf.decode import DecodeThroughput, decode_throughput
@@ -222,10 +222,8 @@ class Critic:
 
 def _check_critic(critic: object) -> None:
     if not isinstance(critic, Critic):
-        raise AllocationError(
+        raise ConfigError(
             f"critic must be a Critic or None, got {shown(critic)}",
-            None,
-            None,
             hint="give e.g. critic=Critic(backend='fsdp', ppo_n_minibatches=4)",
         )
     text("critic.backend", critic.backend, example='e.g. "fsdp"')
@@ -331,11 +329,9 @@ def rl_split(
         _check_critic(critic)
     step = n_gpus_per_node if total_gpus >= 2 * n_gpus_per_node else 1
     if total_gpus < 2 or total_gpus % step:
-        raise AllocationError(
+        raise ConfigError(
             f"{total_gpus} GPUs cannot be split between a rollout and an actor"
             + (f" in whole nodes of {n_gpus_per_node}" if step > 1 else ""),
-            None,
-            None,
             hint="give at least two GPUs, in whole nodes when there are more than one",
         )
     shape = shape_of(model)
@@ -410,11 +406,9 @@ def rl_split(
         trainers = f"an {actor_backend} layout"
         if critic is not None and critic.layout is None:
             trainers += f" and a {critic.backend} layout of the critic"
-        raise AllocationError(
+        raise ConfigError(
             f"no split of {total_gpus} GPUs has a {rollout_backend} layout whose KV cache "
             f"holds a sequence and {trainers} fitting {gpu_.name}",
-            None,
-            None,
             hint="more GPUs, a GPU with more memory, shorter sequences, or "
             "recompute='full' (gradient_checkpointing)",
         )

@@ -116,7 +116,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.memory import dtype_bytes
@@ -277,11 +277,9 @@ def step_time(
     p = alloc.parallel
     dp = p.dp_size
     if tokens_per_step < dp * tokens_per_microbatch:
-        raise AllocationError(
+        raise ConfigError(
             f"tokens_per_step {tokens_per_step:,} is less than one micro-batch of "
             f"{tokens_per_microbatch:,} tokens for each of the {dp} data-parallel ranks",
-            None,
-            None,
             hint=f"give tokens_per_step ≥ {dp * tokens_per_microbatch:,}, or "
             f"tokens_per_microbatch ≤ {max(1, tokens_per_step // dp):,}, or fewer "
             "data-parallel ranks",

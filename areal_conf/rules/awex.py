@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.rules.checks import Context
 from areal_conf.rules.common import SCHEDULER_NAME, v1_awex
 from areal_conf.spec.allocation import ModelAllocation
@@ -39,13 +39,11 @@ def check_awex_sharing(ctx: Context) -> None:
     if rollout.colocated_with is not None:
         return  # the scheduler's colocation rules placed it (colocate_2_0)
     if ctx.column in ("slurm", "ray"):
-        raise AllocationError(
+        raise ConfigError(
             f"rollout.scheduling_strategy: AWEX needs the rollout on the actor's GPUs, but "
             f"AReaL's {SCHEDULER_NAME[ctx.column]} scheduler gives a separated rollout GPUs of "
             "its own, where "
             "CUDA IPC cannot reach the actor",
-            None,
-            None,
             hint="rollout.scheduling_strategy.type=colocation "
             "rollout.scheduling_strategy.target=actor",
         )
@@ -62,13 +60,11 @@ def check_awex_sharing(ctx: Context) -> None:
             else f"{', '.join(between)} {'takes' if len(between) == 1 else 'take'} GPUs of "
             "their own in between"
         )
-        raise AllocationError(
+        raise ConfigError(
             "rollout.scheduling_strategy: AWEX needs the rollout on the actor's GPUs; a "
             "separated rollout gets them from AReaL's local scheduler only by wrapping around "
             f"the machine right after the actor, which needs the actor to take all {n} GPUs "
             f"and nothing separated between them, but {why}",
-            None,
-            None,
             hint=f"actor.backend={a.backend}:d{n} rollout.backend={_awex_rollout(r, n)} (the "
             "whole machine for both)"
             if a.world_size != n

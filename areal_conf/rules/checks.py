@@ -23,7 +23,7 @@ from areal_conf.areal.local_gpus import GpuCount, gpus_per_node
 from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.areal.versions import RulesChoice
 from areal_conf.config.run_config import RunConfig
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan.placement import place, placement_warnings
 from areal_conf.plan.plan import EnginePlan, Plan, SchedulerRules, Slot
@@ -204,12 +204,10 @@ def check_teacher_layout_1_0(ctx: Context) -> None:
         return
     backend = teacher.train_backend or teacher.rollout_backend
     layout = same_gpus_layout(backend if isinstance(backend, str) else "", "training")
-    raise AllocationError(
+    raise ConfigError(
         f"teacher.{nested[0]}: AReaL 1.0 has no teacher.engine_type, teacher.rollout or "
         "teacher.train (its loader raises ConfigKeyError): its teacher is a training engine "
         "whose keys are directly under teacher",
-        None,
-        None,
         hint=f"write the teacher as AReaL 1.0 does: teacher.backend={layout} with the engine's "
         "keys (path, scheduling_spec, ...) directly under teacher; or, if your AReaL is 2.0, "
         "apply its rules: AREAL_CONF_AREAL_VERSION=2.0",
@@ -248,11 +246,9 @@ def capacity_everywhere(ctx: Context) -> None:
         return
     parts = " + ".join(f"{e.name} {e.gpus}" for e in ctx.placement_order())
     nodes_needed = -(-needed // per_node)
-    raise AllocationError(
+    raise ConfigError(
         f"cluster: the engines need {needed} GPUs ({parts}) but the cluster has {available} "
         f"({n_nodes} node{'s' if n_nodes != 1 else ''} × {per_node} GPUs)",
-        None,
-        None,
         hint=f"add nodes (cluster.n_nodes={nodes_needed}) or shrink an engine's layout",
     )
 

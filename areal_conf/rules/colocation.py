@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from areal_conf.config.run_config import EngineSection
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.checks import Context, colocate
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text
@@ -45,19 +45,15 @@ def count_workers(ctx: Context) -> None:
         key = engine.key("scheduling_spec")
         if specs is not None and len(specs) == 2 and not alloc.is_inference:
             if e.controller == "v2":
-                raise AllocationError(
+                raise ConfigError(
                     f"{key}: 2 entries, but controller v2 takes exactly one",
-                    None,
-                    None,
                     hint=f"keep one entry (the first asks for gpu {specs[0].gpu})",
                 )
             if alloc.world_size != 2:
-                raise AllocationError(
+                raise ConfigError(
                     f"{key}: 2 entries, one per worker, but {e.name} runs "
                     f"{replica_text(alloc)} ({alloc}): AReaL's schedulers take one entry for "
                     "all workers, or one per worker",
-                    None,
-                    None,
                     hint=f"keep one entry (the first asks for gpu {specs[0].gpu})",
                 )
         workers, per_worker = alloc.replicas, alloc.world_size // alloc.replicas
@@ -118,8 +114,6 @@ def _check_gpu_specs(e: EnginePlan, engine: EngineSection) -> None:
             raise AllocationError(
                 f"{key}: gpu {gpu}: {what} (a training engine runs one rank per GPU, and AReaL "
                 "passes gpu to its scheduler as it is)",
-                None,
-                None,
                 hint=f"{at}=1",
             )
 
@@ -138,10 +132,8 @@ def _check_cpu_specs(ctx: Context, e: EnginePlan, engine: EngineSection) -> None
         if v2_servers and ctx.column != "local":  # local counts the machine's GPUs, never 0
             consequence = "controller v2 refuses n_gpus_per_node = 0"
         key = engine.key("scheduling_spec")
-        raise AllocationError(
+        raise ConfigError(
             f"{key}: gpu {spec.gpu} on a CPU run (cluster.n_gpus_per_node is 0): {consequence}",
-            None,
-            None,
             hint=f"{key}.{i}.gpu=0",
         )
 
@@ -158,13 +150,11 @@ def _check_pair(ctx: Context, e: EnginePlan, target: EnginePlan, owners: Mapping
     chain = f"{e.name} -> {target.name}"
     if target.controller == "v2":
         registered = f"{target.name}-inf" if t.is_inference else f"{target.name}-guard"
-        raise AllocationError(
+        raise ConfigError(
             f"{key}: {chain}: {target.name} runs controller v2 "
             f"({target.section or target.name}._version v2), whose workers AReaL registers as "
             f"{registered}: no {target.name} workers exist to colocate with "
             f"(WorkerNotFoundError when {e.name} is created)",
-            None,
-            None,
             hint=f"{strategy_key(e, 'type')}=separation, or controller v1 for "
             + " ".join(f"{key}=v1" for key in _v1_keys(ctx, e, target)),
         )
@@ -175,12 +165,10 @@ def _check_pair(ctx: Context, e: EnginePlan, target: EnginePlan, owners: Mapping
         and e.controller == "v1"
         and engine.agent_mode != "online"
     ):
-        raise AllocationError(
+        raise ConfigError(
             f"{key}: {chain} with fork false: the rollout then reuses {target.name}'s "
             "processes and registers no rollout workers, and AReaL's eval-rollout, which "
             "colocates with the rollout, fails (WorkerNotFoundError)",
-            None,
-            None,
             hint=f"{strategy_key(e, 'fork')}=true",
         )
     if e.replicas == target.replicas:

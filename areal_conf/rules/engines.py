@@ -36,7 +36,7 @@ from areal_conf.areal.roles import (
 )
 from areal_conf.areal.versions import AReaLVersion
 from areal_conf.config.run_config import EngineSection, RunConfig
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import BACKENDS, join_or
@@ -187,10 +187,8 @@ def parse_engines(run: RunConfig, *, check_kinds: bool = True) -> dict[str, Engi
     """
     found = run.engines
     if not found:
-        raise AllocationError(
+        raise ConfigError(
             "the config has no engine: no top-level section with a backend",
-            None,
-            None,
             hint="add one, e.g. +actor.backend=fsdp:d8 (training) or "
             "+rollout.backend=sglang:d2t4 (inference)",
         )
@@ -208,10 +206,8 @@ def parse_engines(run: RunConfig, *, check_kinds: bool = True) -> dict[str, Engi
         reasons = "; ".join(f"{e.name}: {e.not_built}" for e in engines.values())
         section = found[first.name]
         kind = section.row.kind if section.row is not None else "training"
-        raise AllocationError(
+        raise ConfigError(
             f"{first.name}: the config builds no engine ({reasons})",
-            None,
-            None,
             hint=f"give an engine a backend, e.g. {section.backend_key}={example_of_kind(kind)}",
         )
     return engines
@@ -301,10 +297,8 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
             # that already exists (or separate it), the same fixes as for a bad target.
             breaker = min(seen[seen.index(nxt) :], key=rank.__getitem__)
             fix = _bad_target(breaker, "", engines, rank).hint
-            raise AllocationError(
+            raise ConfigError(
                 f"{strategy_key(engines[start])}: {cycle}: the colocation targets form a cycle",
-                None,
-                None,
                 hint=f"end the chain at an engine that owns its GPUs: {fix}",
             )
         if nxt == cur or nxt is None:
@@ -342,12 +336,10 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
             raise _later(run, e, other, key, here)
         if other.colocated_with is not None and not other.fork:
             owner = other.colocated_with
-            raise AllocationError(
+            raise ConfigError(
                 f"{key}: {here}: the chain passes through {target}, which does not fork "
                 f"({strategy_key(other, 'fork')} is false: it reuses {owner}'s processes and "
                 "has none of its own to share)",
-                None,
-                None,
                 hint=f"{key}={owner} (colocate with the engine {target} shares), or "
                 f"{strategy_key(other, 'fork')}=true",
             )

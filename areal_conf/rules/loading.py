@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from areal_conf.config.run_config import EngineSection, Teacher
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.rules.checks import Context, same_gpus_layout
 from areal_conf.rules.common import quoted
 from areal_conf.spec.backends import join_or
@@ -81,8 +81,6 @@ def _flat_teacher(teacher: Teacher) -> AllocationError:
         f"{', '.join('teacher.' + k for k in keys[:3])}{', ...' if len(keys) > 3 else ''} "
         "(ConfigKeyError); a teacher is now an inference engine under teacher.rollout or a "
         "training engine under teacher.train",
-        None,
-        None,
         hint="AReaL 2.0 nests a training teacher: set teacher.engine_type: train and move the "
         f"engine under teacher.train (teacher.train.backend: {backend_text}, teacher.train.path "
         "(the model, as teacher.path)"
@@ -132,16 +130,12 @@ def _check_spec_count(engine: EngineSection) -> None:
     if engine.specs_problem:
         raise AllocationError(
             f"{key}: {engine.specs_problem}",
-            None,
-            None,
             hint=f"write it as a list with one entry, e.g. {key}: [{{gpu: 1}}]",
         )
     if len(specs) == 0 or len(specs) >= 3:
-        raise AllocationError(
+        raise ConfigError(
             f"{key}: {len(specs)} entries; AReaL takes 1 (every worker) or 2 (one per "
             "worker, for a v1 training engine of world size 2)",
-            None,
-            None,
             hint=f"give one entry, e.g. {key}: [{{gpu: 1}}]"
             if not specs
             else f"keep one entry (the first asks for gpu {specs[0].gpu})",
@@ -155,10 +149,8 @@ def check_delta_minibatches(ctx: Context) -> None:
         return
     minibatches = 1 if actor.prox_logp_method == "reuse_train_logp" else actor.ppo_n_minibatches
     if minibatches != 1:
-        raise AllocationError(
+        raise ConfigError(
             f"actor.ppo_n_minibatches: is {minibatches}, but actor.enable_delta_weight_update "
             "needs exactly one optimizer step between weight updates",
-            None,
-            None,
             hint="actor.ppo_n_minibatches=1, or actor.enable_delta_weight_update=false",
         )

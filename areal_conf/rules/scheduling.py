@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from areal_conf.areal.local_gpus import CUDA_ENV
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.awex import scaled_layout
 from areal_conf.rules.checks import Context
@@ -68,12 +68,10 @@ def check_scheduler_gpus(ctx: Context) -> None:
         if needed > n:
             gpus = ctx.gpus_per_node
             parts = " + ".join(f"{e.name} {e.gpus}" for e in separated)
-            raise AllocationError(
+            raise ConfigError(
                 f"{gpus.key}: the engines need {needed} GPUs ({parts}) but AReaL's local "
                 f"scheduler has {gpus_text(n)} ({gpus.source}): it would hand GPUs out round "
                 "robin and put several engines on the same GPUs without saying so",
-                None,
-                None,
                 hint="shrink an engine's layout, colocate engines, "
                 + (
                     f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
@@ -167,11 +165,9 @@ def check_ray_specs(ctx: Context) -> None:
         for i, spec in enumerate(engine.specs or ()):
             if spec.bash_cmds:
                 key = engine.key("scheduling_spec")
-                raise AllocationError(
+                raise ConfigError(
                     f"{key}: entry {i} has additional_bash_cmds, which AReaL's Ray scheduler "
                     "does not support",
-                    None,
-                    None,
                     hint=f"{key}.{i}.additional_bash_cmds=null (set the environment up in the "
                     "Ray image instead), or scheduler.type=slurm",
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import ConfigError
 from areal_conf.rules.checks import Context
 from areal_conf.rules.common import quoted, v1_awex
 
@@ -92,11 +92,9 @@ def check_delta_weight_update(ctx: Context) -> None:
     )
     for ok, key, have, need, fix in needs:
         if not ok:
-            raise AllocationError(
+            raise ConfigError(
                 f"{key}: {have}, but actor.enable_delta_weight_update (delta weight transfer) "
                 f"needs {need}",
-                None,
-                None,
                 hint=f"{fix}, or actor.enable_delta_weight_update=false",
             )
 
@@ -137,12 +135,10 @@ def check_offload(ctx: Context) -> None:
     if not flags:
         return
     now = "is false" if run.workload.enable_offload_given else "is false (the default)"
-    raise AllocationError(
+    raise ConfigError(
         f"enable_offload: {now}, but "
         + " and ".join(why for why, _ in flags)
         + ": AReaL moves engines off the GPUs between steps only with enable_offload",
-        None,
-        None,
         hint="enable_offload=true, or " + " ".join(fix for _, fix in flags),
     )
 
@@ -154,11 +150,9 @@ def check_colocated_weight_update(ctx: Context) -> None:
         return
     if actor.weight_update_mode in COLOCATED_UPDATES:
         return
-    raise AllocationError(
+    raise ConfigError(
         f"actor.weight_update_mode: {quoted(actor.weight_update_mode)} cannot update a rollout "
         "that shares the actor's GPUs (AReaL allows disk or awex with colocation)",
-        None,
-        None,
         hint="actor.weight_update_mode=disk, or awex with a megatron actor and an sglang "
         "rollout, or rollout.scheduling_strategy.type=separation",
     )
@@ -177,11 +171,9 @@ def check_awex_backends(ctx: Context) -> None:
             e = ctx.engines[name]
             body = e.allocation.parallel.body() if e.allocation is not None else "1"
             fix = f"{name}.backend={needed}:{body}" if e.allocation is not None else example
-            raise AllocationError(
+            raise ConfigError(
                 f"{name}.backend: actor.weight_update_mode awex on controller v1 needs "
                 f"{'a' if needed == 'megatron' else 'an'} {needed} {name}, got {have}",
-                None,
-                None,
                 hint=f"{fix}, or actor.weight_update_mode=disk",
             )
 
@@ -192,10 +184,8 @@ def check_routed_experts(ctx: Context) -> None:
     if rollout is None or not rollout.return_routed_experts:
         return
     if _backend_name(ctx, "rollout") == "vllm":
-        raise AllocationError(
+        raise ConfigError(
             "rollout.return_routed_experts: vllm cannot return the routed experts",
-            None,
-            None,
             hint="rollout.backend=sglang:<layout>, or rollout.return_routed_experts=false",
         )
 
@@ -206,10 +196,8 @@ def check_megatron_lora(ctx: Context) -> None:
     if actor is None or not actor.use_lora:
         return
     if _backend_name(ctx, "actor") == "megatron" and _backend_name(ctx, "rollout") == "sglang":
-        raise AllocationError(
+        raise ConfigError(
             "actor.use_lora: a megatron actor with LoRA cannot update an sglang rollout",
-            None,
-            None,
             hint="rollout.backend=vllm:<layout>, or actor.use_lora=false, or another actor "
             "backend (actor.backend=fsdp:<layout>)",
         )
@@ -220,12 +208,10 @@ def check_controller_versions(ctx: Context) -> None:
     actor, rollout = ctx.run.actor, ctx.run.rollout
     if actor is None or rollout is None or actor.controller == rollout.controller:
         return
-    raise AllocationError(
+    raise ConfigError(
         f"rollout._version: is {quoted(rollout.controller)} but actor._version is "
         f"{quoted(actor.controller)}: AReaL runs the actor and the rollout on the same controller "
         "version",
-        None,
-        None,
         hint=f"rollout._version={actor.controller} or actor._version={rollout.controller}",
     )
 
@@ -236,11 +222,9 @@ def check_v1_weight_update(ctx: Context) -> None:
     if actor is None:
         return
     if actor.controller == "v1" and actor.weight_update_mode not in V1_UPDATES:
-        raise AllocationError(
+        raise ConfigError(
             f"actor.weight_update_mode: {quoted(actor.weight_update_mode)} is not a weight update "
             "AReaL knows (it fails after every engine has started)",
-            None,
-            None,
             hint="actor.weight_update_mode=xccl (the default), disk or awex",
         )
     if actor.controller == "v2" and actor.weight_update_mode_given:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.overrides import shell_line
 from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.spec.backends import BACKENDS, join_or
@@ -39,19 +39,15 @@ def as_allocation(value: object) -> ModelAllocation:
     if not isinstance(value, ModelAllocation):
         return parse_backend(value)
     if not isinstance(value.backend, str) or value.backend not in BACKENDS:
-        raise AllocationError(
+        raise ConfigError(
             f"unknown backend {value.backend!r} in {type(value).__name__}",
-            None,
-            None,
             hint=f"build it with ModelAllocation.from_str(...); backends are "
             f"{join_or(list(BACKENDS))}",
         )
     if not isinstance(value.parallel, ParallelStrategy):
-        raise AllocationError(
+        raise ConfigError(
             f"the layout of a ModelAllocation must be a ParallelStrategy, "
             f"got {type(value.parallel).__name__}",
-            None,
-            None,
             hint=f'build it with ModelAllocation.from_str("{value.backend}:d8")',
         )
     return value
