@@ -114,12 +114,7 @@ def positive_tokens(value: object, where: str) -> int:
     elif type(value) is int:
         number = value
     if number is None or number < 1:
-        raise AllocationError(
-            f"{where}: must be a positive whole number of tokens, got {value!r}",
-            value if isinstance(value, str) else None,
-            None,
-            hint=f"e.g. {where}=2048",
-        )
+        raise _not_positive(where, value, "whole number of tokens", f"e.g. {where}=2048")
     return number
 
 
@@ -134,13 +129,21 @@ def positive_gb(value: object, where: str) -> float:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
     if number is None or not number > 0 or number == float("inf"):
-        raise AllocationError(
-            f"{where}: must be a positive number of GB (10^9 bytes), got {value!r}",
-            value if isinstance(value, str) else None,
-            None,
-            hint=f"e.g. {where}=80 for an 80 GB GPU, {where}=141 for an H200",
+        raise _not_positive(
+            where,
+            value,
+            "number of GB (10^9 bytes)",
+            f"e.g. {where}=80 for an 80 GB GPU, {where}=141 for an H200",
         )
     return number
+
+
+def _not_positive(where: str, value: object, what: str, hint: str) -> AllocationError:
+    return AllocationError(
+        f"{where}: must be a positive {what}, got {value!r}",
+        value if isinstance(value, str) else None,
+        hint=hint,
+    )
 
 
 def from_environment(

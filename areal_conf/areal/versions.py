@@ -97,14 +97,19 @@ _ENGINE_DEFAULTS_2_0: Final[Mapping[str, object]] = {
     "agent_mode": "inline",
 }
 
+#: The engines every version builds the same way: the trained policy and its helpers.
+_TRAINED_ENGINES: Final = (
+    EngineRow("actor", "actor", "training", "error"),
+    EngineRow("critic", "critic", "training", "inherit"),
+    EngineRow("ref", "ref", "training", "inherit"),
+)
+
 VERSIONS: Final[dict[str, AReaLVersion]] = {
     "1.0": AReaLVersion(
         version="1.0",
         commit="4aef98d8",
         engines=(
-            EngineRow("actor", "actor", "training", "error"),
-            EngineRow("critic", "critic", "training", "inherit"),
-            EngineRow("ref", "ref", "training", "inherit"),
+            *_TRAINED_ENGINES,
             EngineRow("teacher", "teacher", "training", "disable"),
             EngineRow("rollout", "rollout", "inference", "error"),
         ),
@@ -117,9 +122,7 @@ VERSIONS: Final[dict[str, AReaLVersion]] = {
         version="2.0",
         commit="cbff54d6",
         engines=(
-            EngineRow("actor", "actor", "training", "error"),
-            EngineRow("critic", "critic", "training", "inherit"),
-            EngineRow("ref", "ref", "training", "inherit"),
+            *_TRAINED_ENGINES,
             EngineRow("teacher", "teacher.train", "training", "disable", engine_type="train"),
             EngineRow("rollout", "rollout", "inference", "error"),
             EngineRow("teacher", "teacher.rollout", "inference", "disable", engine_type="rollout"),

@@ -8,11 +8,7 @@ import sys
 from typing import Any
 
 from areal_conf.cli.options import (
-    add_gpu_memory_option,
-    add_gpu_option,
-    add_mean_response_option,
-    add_model_option,
-    add_version_option,
+    add_settings_options,
     settings_from,
 )
 from areal_conf.cli.own_options import own_options, refuse_own_options
@@ -65,16 +61,12 @@ def add_command_verbs(commands: Any) -> None:
             "examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
             "scheduler.type=slurm",
         )
-        add_gpu_memory_option(parser)
-        add_gpu_option(parser)
-        add_model_option(
+        add_settings_options(
             parser,
             "the model's shape when actor.path does not give it: hf_config=Qwen/Qwen3-8B (a "
             "config.json, a model directory or a Hugging Face id) or sizes such as "
             "num_layers=48 (environment: AREAL_CONF_MODEL)",
         )
-        add_mean_response_option(parser)
-        add_version_option(parser)
         if verb == "sweep":
             parser.add_argument(
                 "--dry-run",

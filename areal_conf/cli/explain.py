@@ -7,9 +7,7 @@ import argparse
 from typing import Any
 
 from areal_conf.cli.options import (
-    add_gpu_memory_option,
-    add_gpu_option,
-    add_model_option,
+    add_settings_options,
     add_version_option,
     settings_from,
 )
@@ -104,16 +102,15 @@ def add_explain_command(commands: Any) -> None:
         type=int,
         help="GPUs per node for --nodes (default 8)",
     )
-    add_model_option(
+    add_settings_options(
         explain,
         "with --config: the model's shape for the layout and memory checks, e.g. "
         "--model hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a Hugging Face "
         "id) or sizes such as num_layers=48; default: from the config's actor.path "
         "(environment: AREAL_CONF_MODEL)",
+        when="with --config: ",
+        mean_response=False,
     )
-    add_gpu_memory_option(explain, "with --config: ")
-    add_gpu_option(explain)
-    add_version_option(explain)
     explain.set_defaults(run=_explain)
 
 

@@ -16,12 +16,9 @@ from areal_conf.advise.sweeps import (
 )
 from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.cli.options import (
-    MOST_TOKENS,
-    add_gpu_memory_option,
-    add_gpu_option,
-    add_model_option,
+    add_settings_options,
+    add_whole_option,
     settings_from,
-    whole,
 )
 from areal_conf.errors import ConfigError
 from areal_conf.model.shape import SHAPE_KEYS, merge_model
@@ -61,21 +58,22 @@ def add_layouts_command(commands: Any) -> None:
         required=True,
         help="the engine's world size (dp×tp×pp×cp)",
     )
-    add_model_option(
-        parser,
-        "model shape for the layout rules and the memory check, e.g. --model "
-        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
-        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
-        + ")",
-    )
     parser.add_argument(
         "--fits",
         action="store_true",
         help="keep only the layouts whose per-GPU memory fits --gpu-memory-gb, smallest "
         "first, with GB per GPU beside each (needs the model shape: --model hf_config=...)",
     )
-    add_gpu_memory_option(parser, "for --fits and --rank: ")
-    add_gpu_option(parser)
+    add_settings_options(
+        parser,
+        "model shape for the layout rules and the memory check, e.g. --model "
+        "num_experts=64 num_layers=48, or --model hf_config=/models/x/config.json (keys: "
+        + ", ".join((*MODEL_KEYS, *SHAPE_KEYS))
+        + ")",
+        when="for --fits and --rank: ",
+        mean_response=False,
+        version=False,
+    )
     parser.add_argument(
         "--rank",
         action="store_true",
@@ -97,19 +95,19 @@ def add_layouts_command(commands: Any) -> None:
         help="with --rank: tokens of one optimizer step over all data-parallel ranks "
         f"(default {_RANK_TOKENS_PER_STEP:,})",
     )
-    parser.add_argument(
+    add_whole_option(
+        parser,
         "--concurrent",
-        type=whole(1, MAX_SIZE, f"--concurrent {_RANK_CONCURRENT}"),
+        _RANK_CONCURRENT,
+        f"with --rank of sglang or vllm: sequences generated at once (default {_RANK_CONCURRENT})",
+        most=MAX_SIZE,
         default=_RANK_CONCURRENT,
-        metavar="N",
-        help="with --rank of sglang or vllm: sequences generated at once "
-        f"(default {_RANK_CONCURRENT})",
     )
-    parser.add_argument(
+    add_whole_option(
+        parser,
         "--context-tokens",
-        type=whole(1, MOST_TOKENS, "--context-tokens 4096"),
-        metavar="N",
-        help="with --rank of sglang or vllm: mean tokens of context a decode step attends "
+        4096,
+        "with --rank of sglang or vllm: mean tokens of context a decode step attends "
         "to (default: half the model's max_seq_len, else 4096)",
     )
     parser.add_argument(
@@ -118,11 +116,11 @@ def add_layouts_command(commands: Any) -> None:
         help="with --rank: draw predicted step time against GB/GPU per layout into "
         "FILE.png (needs matplotlib: pip install 'areal-conf[plot]')",
     )
-    parser.add_argument(
+    add_whole_option(
+        parser,
         "--max-tokens-per-mb",
-        type=whole(1, MOST_TOKENS, "--max-tokens-per-mb 16384"),
-        metavar="N",
-        help="tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
+        16384,
+        "tokens per micro-batch for --fits (mb_spec.max_tokens_per_mb); default: one "
         "sequence of the model's max_seq_len",
     )
     parser.add_argument(

@@ -114,11 +114,42 @@ def whole(least: int, most: int | None, example: str) -> Callable[[str], int]:
     return whole
 
 
-def add_mean_response_option(parser: argparse.ArgumentParser) -> None:
+def add_whole_option(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    example: int,
+    help: str,
+    *,
+    most: int = MOST_TOKENS,
+    default: int | None = None,
+) -> None:
+    """A whole number from 1 (tokens, sequences), as every such option takes it."""
     parser.add_argument(
-        "--mean-response-tokens",
-        type=whole(1, MOST_TOKENS, "--mean-response-tokens 2048"),
-        metavar="N",
-        help="the mean response length the predicted step time assumes (default: half of "
-        "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",
+        flag, type=whole(1, most, f"{flag} {example}"), default=default, metavar="N", help=help
     )
+
+
+def add_settings_options(
+    parser: argparse.ArgumentParser,
+    model_help: str,
+    *,
+    when: str = "",
+    mean_response: bool = True,
+    version: bool = True,
+) -> None:
+    """The options that give :class:`~areal_conf.settings.Settings`, the same on every
+    verb: the GPU's memory (``when``: which of the verb's uses), the GPU, the mean
+    response length, the model, the AReaL version."""
+    add_gpu_memory_option(parser, when)
+    add_gpu_option(parser)
+    if mean_response:
+        add_whole_option(
+            parser,
+            "--mean-response-tokens",
+            2048,
+            "the mean response length the predicted step time assumes (default: half of "
+            "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",
+        )
+    add_model_option(parser, model_help)
+    if version:
+        add_version_option(parser)

@@ -7,11 +7,7 @@ import argparse
 from typing import Any
 
 from areal_conf.cli.options import (
-    add_gpu_memory_option,
-    add_gpu_option,
-    add_mean_response_option,
-    add_model_option,
-    add_version_option,
+    add_settings_options,
     settings_from,
 )
 from areal_conf.cli.own_options import own_options, refuse_own_options
@@ -51,15 +47,11 @@ def add_suggest_command(commands: Any) -> None:
         metavar="K",
         help="layouts to show per engine (default 3)",
     )
-    add_gpu_memory_option(parser)
-    add_gpu_option(parser)
-    add_mean_response_option(parser)
-    add_model_option(
+    add_settings_options(
         parser,
         "the model's shape when actor.path does not give it: hf_config=... (a "
         "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
     )
-    add_version_option(parser)
     parser.add_argument(
         "command",
         nargs=argparse.REMAINDER,

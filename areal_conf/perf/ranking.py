@@ -469,7 +469,7 @@ def _critic_time(
             return None
         spec = fastest.spec
     train = step.seconds(spec, shape, gpu, n_gpus_per_node)
-    return spec, train + step.forward_seconds(spec, shape, gpu, n_gpus_per_node)
+    return spec, train + step.seconds(spec, shape, gpu, n_gpus_per_node, forward_only=True)
 
 
 def rank_decode(

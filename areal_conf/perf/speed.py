@@ -6,8 +6,8 @@ optimizer steps depend on the trainer (RL, SFT, RW, DPO): :mod:`areal_conf.perf.
 Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
 sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
 ``recompute_granularity``). Only engines with an optimizer (actor, critic) get a time;
-:meth:`TrainingStep.forward_seconds` prices a forward pass over the same batch (the PPO
-critic's values pass). A value head (critic, reward model) is priced as the language
+:meth:`TrainingStep.seconds` with ``forward_only`` prices a forward pass over the same
+batch (the PPO critic's values pass). A value head (critic, reward model) is priced as the language
 model's output layer.
 """
 
@@ -85,20 +85,16 @@ class TrainingStep:
         shape: ModelShape | Mapping[str, Any],
         gpu: str | Hardware,
         n_gpus_per_node: int = 8,
+        *,
+        forward_only: bool = False,
     ) -> float:
-        """Seconds of the whole training step: every optimizer step of the batch."""
+        """Seconds of the whole training step: every optimizer step of the batch. With
+        ``forward_only``, of one forward pass over the whole batch (a values or
+        log-probability pass: AReaL's ``compute_values``, ``compute_logp``), in the same
+        micro-batches."""
+        if forward_only:
+            return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
         return self.optimizer_steps * self.predict(allocation, shape, gpu, n_gpus_per_node).total
-
-    def forward_seconds(
-        self,
-        allocation: ModelAllocation | str,
-        shape: ModelShape | Mapping[str, Any],
-        gpu: str | Hardware,
-        n_gpus_per_node: int = 8,
-    ) -> float:
-        """Seconds of one forward pass over the whole batch (a values or log-probability
-        pass: AReaL's ``compute_values``, ``compute_logp``), in the same micro-batches."""
-        return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
 
     def batch_text(self, steps: str | None = None) -> str:
         """What the step trains on: the workload's assumptions, the tokens and the
