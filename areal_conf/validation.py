@@ -12,18 +12,18 @@ A new AReaL version is a new list here (and a row of
 
 from __future__ import annotations
 
-import copy
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Final
 
 from areal_conf.areal.versions import RulesChoice, choose_rules, supported_version
-from areal_conf.arguments import text
-from areal_conf.config.nodes import is_null
+from areal_conf.arguments import strings, text
+from areal_conf.config.edits import edited_run, with_overrides
 from areal_conf.config.reading import read_allocation_mode, read_config
 from areal_conf.config.run_config import EngineSection, RunConfig
+from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.plan.plan import Plan
 from areal_conf.rules.awex import (
     check_awex_sharing,
@@ -148,9 +148,22 @@ CHECKS: Final[dict[str, tuple[Check, ...]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Validation(Plan):
+    """What :func:`validate` found: the plan, and what it read to find it, for a caller
+    that goes on (the layouts of an engine, the fastest split) without reading the config
+    again. ``run`` is the config as read (an edited one's, for :func:`validate_run` with
+    edits), ``settings`` areal-conf's knobs it was checked with, ``shape`` the model's
+    shape, or why it is unknown."""
+
+    run: RunConfig | None = None
+    settings: Settings | None = None
+    shape: ModelShape | str | None = None
+
+
 def validate(
     cfg: Any, *, areal_version: str | None = None, settings: Settings | None = None
-) -> Plan:
+) -> Validation:
     """Check a composed config and return its allocation plan.
 
     ``areal_version`` (``"1.0"``, ``"2.0"``) chooses AReaL's rules, as ``--areal-version``
@@ -161,6 +174,15 @@ def validate(
     (``AREAL_CONF_GPU_MEMORY_GB``, ``AREAL_CONF_GPU``, ``AREAL_CONF_MODEL``), or from the
     command line of ``python -m areal_conf sweep`` while it runs.
     """
+    return validate_run(read_run(cfg, areal_version=areal_version, settings=settings))
+
+
+def read_run(
+    cfg: Any, *, areal_version: str | None = None, settings: Settings | None = None
+) -> Reading:
+    """The first half of :func:`validate` (same arguments): the settings in force, the
+    AReaL rules chosen and the config read once; an AllocationError when it cannot be
+    read, or sets the deprecated ``allocation_mode``. :func:`validate_run` checks it."""
     if areal_version is not None:
         text("areal_version", areal_version, example='e.g. "2.0", or None')
     settings = optional_settings(settings)
@@ -183,18 +205,58 @@ def validate(
                 raise
             check = _whole_check(cfg, choice, settings)
             raise _checked(err, pasteable(err.hint, run), check) from None
+    return _read(cfg, choice, settings)
+
+
+def _read(cfg: Any, choice: RulesChoice, settings: Settings) -> Reading:
+    """``cfg`` read under ``choice``'s rules; a read error with its fixes checked."""
     try:
         run = read_config(cfg, choice.rules)
     except AllocationError as err:
         raise _checked(err, err.hint, _whole_check(cfg, choice, settings)) from None
-    ctx = Context(run, choice, settings)
-    ctx.recheck = _rechecker(cfg, ctx)
+    return Reading(cfg, run, choice, settings)
+
+
+def validate_run(
+    reading: Reading, edits: Sequence[str] = (), *, check_fixes: bool = True
+) -> Validation:
+    """Check a config read by :func:`read_run`, with the overrides ``edits`` applied
+    (``actor.backend=megatron:d2t4``, as Hydra's ``++`` applies them): the same plan, or
+    the same AllocationError, as :func:`validate` of the edited config. An edit of an
+    engine's backend is made on the config as read, unless a value read may depend on it;
+    any other edit reads the edited config again. ``check_fixes=False`` raises the same
+    error without trying the fixes of its hint on the whole config: for a caller that
+    only asks whether the config passes (a sweep's layouts), many times faster when it
+    does not."""
+    if not isinstance(reading, Reading):
+        raise ConfigError(
+            f"validate_run needs the reading of a config, got {type(reading).__name__}",
+            hint="read the config first: validate_run(read_run(cfg), edits)",
+        )
+    edits = tuple(strings("edits", edits, example='e.g. ["actor.backend=fsdp:d4t2"]'))
+    if edits:
+        run = edited_run(reading.run, edits)
+        if run is None:
+            reading = _read(_edited(reading.config, edits), reading.choice, reading.settings)
+        else:
+            reading = reading.with_backends(run, edits)
+    ctx = Context(reading)
+    if check_fixes:
+        ctx.recheck = _rechecker(ctx)
     failed = _run_checks(ctx)
     if failed is not None:
         error = failed[1]
-        check = _whole_check(cfg, choice, settings)
-        raise _checked(error, pasteable(error.hint, run), check) from None
-    return ctx.plan()
+        if not check_fixes:
+            raise error.with_hint(pasteable(error.hint, reading.run)) from None
+        check = _whole_check(reading.config, reading.choice, reading.settings)
+        raise _checked(error, pasteable(error.hint, reading.run), check) from None
+    plan = ctx.plan()
+    return Validation(
+        **{f.name: getattr(plan, f.name) for f in fields(plan)},
+        run=reading.run,
+        settings=reading.settings,
+        shape=model_shape(ctx.model),
+    )
 
 
 def _one_version(argument: str, in_settings: str) -> None:
@@ -230,11 +292,25 @@ def _run_checks(ctx: Context, *, until: str = "") -> tuple[Check, AllocationErro
     return None
 
 
-def _rechecker(cfg: Any, outer: Context) -> Recheck:
-    """The whole check again (up to memory, which is the last that can refuse), on
-    ``cfg`` with a fix's overrides, for the memory check of ``outer`` to print only the
-    fixes that pass it. The GPU's memory is the one the fix was made for, given: what
-    does not fit is an error there even when ``outer`` only warns.
+def _edited(cfg: Any, edits: tuple[str, ...]) -> Any:
+    """``cfg`` with ``edits`` applied, or an AllocationError naming the one it cannot take
+    (a key under a value that is not a section)."""
+    try:
+        return with_overrides(cfg, edits)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+        raise ConfigError(
+            f"edits: {' '.join(edits)} cannot be applied to this config: "
+            + str(err).partition("\n")[0],
+            hint="give key=value for a key whose parents are sections, e.g. "
+            "actor.backend=fsdp:d4t2",
+        ) from None
+
+
+def _rechecker(outer: Context) -> Recheck:
+    """The whole check again (up to memory, which is the last that can refuse), on the
+    config of ``outer`` with a fix's overrides, for the memory check of ``outer`` to print
+    only the fixes that pass it. The GPU's memory is the one the fix was made for, given:
+    what does not fit is an error there even when ``outer`` only warns.
 
     A recheck that fails because another group of engines does not fit takes that
     group's own fix (found by the same means) as part of this one; when that group has
@@ -245,8 +321,9 @@ def _rechecker(cfg: Any, outer: Context) -> Recheck:
         gb, source, _ = gpu_memory(outer)
         settings = replace(outer.settings, gpu_memory_gb=gb, gpu_memory_from=source)
         fixing = (*outer.fixing, owner)
+        reading = outer.reading
         try:
-            ctx, failed = _check_edited(cfg, overrides, outer.choice, settings, fixing)
+            ctx, failed = _check_edited(reading.config, overrides, reading.choice, settings, fixing)
         except AllocationError as err:
             return Outcome(False, reason=err.reason)
         if failed is None:
@@ -273,8 +350,9 @@ def _check_edited(
     ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
     anything. Raises AllocationError when the edited config cannot be read."""
     edited = with_overrides(cfg, overrides)
-    ctx = Context(read_config(edited, choice.rules), choice, settings, fixing=fixing)
-    ctx.recheck = _rechecker(edited, ctx)
+    run = read_config(edited, choice.rules)
+    ctx = Context(Reading(edited, run, choice, settings), fixing=fixing)
+    ctx.recheck = _rechecker(ctx)
     return ctx, _run_checks(ctx, until="memory")
 
 
@@ -296,136 +374,6 @@ def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
         return error.with_hint(pasteable(error.hint, ctx.run))
 
     return check
-
-
-#: Values Hydra's override grammar reads as a whole number, or as a float.
-_INTEGER: Final = re.compile(r"[+-]?\d+")
-_NUMBER: Final = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def with_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
-    """``cfg`` with the overrides ``key=value`` (or ``++key=value``) applied as Hydra's
-    ``++`` applies them: the key set, or added where it is absent. A value is read as
-    Hydra reads a plain one (``true``, ``false``, ``null``, a number, else text). An
-    OmegaConf config is copied whole (with the config it is a section of), so that its
-    interpolations of a changed key follow the new value; another mapping is seen through
-    a view with the keys set. ``cfg`` itself is not changed."""
-    omegaconf = callable(getattr(cfg, "_set_flag", None))
-    root = _omegaconf_copy(cfg) if omegaconf else cfg
-    for item in overrides:
-        if item.startswith("~"):  # Hydra's deletion of a key
-            root = _deleted(root, item[1:].partition("=")[0].split("."), omegaconf)
-            continue
-        key, _, text = item.partition("=")
-        parts = key.lstrip("+").split(".")
-        value = _plain_value(text)
-        if omegaconf:
-            _set_in_node(root, parts, value)
-        else:
-            root = _set_in_copy(root, parts, value)
-    return root
-
-
-def _deleted(root: Any, parts: list[str], omegaconf: bool) -> Any:
-    """``root`` without the key at ``parts`` (as it is when there is no such key)."""
-    parent: Any = root
-    for part in parts[:-1]:
-        parent = parent.get(part) if isinstance(parent, Mapping) else None
-    if not isinstance(parent, Mapping) or parts[-1] not in parent.keys():  # noqa: SIM118
-        return root
-    if omegaconf:
-        section: Any = parent  # an OmegaConf DictConfig
-        section._set_flag("struct", False)
-        del section[parts[-1]]
-        return root
-    return _set_in_copy(root, parts, None)
-
-
-def _omegaconf_copy(node: Any) -> Any:
-    """A copy of an OmegaConf config node with the whole config it belongs to (a section
-    such as ``cfg.areal`` too), so that interpolations from the top (``${areal.actor.x}``)
-    read the copy."""
-    top = node._get_root()
-    if top is node:
-        return copy.deepcopy(node)
-    found = copy.deepcopy(top)
-    for part in node._get_full_key(None).split("."):
-        found = found._get_node(part)
-    return found
-
-
-def _plain_value(text: str) -> Any:
-    words = {"true": True, "false": False, "null": None}
-    if text.lower() in words:
-        return words[text.lower()]
-    if _INTEGER.fullmatch(text):
-        return int(text)
-    if _NUMBER.fullmatch(text):
-        return float(text)
-    return text
-
-
-def _set_in_copy(node: Any, parts: list[str], value: Any) -> Mapping[str, Any]:
-    """``node`` (a mapping, or None) with ``parts`` set to ``value``, as a view."""
-    base = node if isinstance(node, Mapping) else None
-    if len(parts) == 1:
-        return _Overlay(base, {parts[0]: value})
-    child = base.get(parts[0]) if base is not None and parts[0] in base.keys() else None  # noqa: SIM118
-    return _Overlay(base, {parts[0]: _set_in_copy(child, parts[1:], value)})
-
-
-class _Overlay(Mapping[str, Any]):
-    """A read-only view of a mapping with some keys set: what is not set is read from
-    the mapping when asked for (an interpolation only the application resolves is left
-    alone, as :mod:`areal_conf.config.reading` leaves it)."""
-
-    def __init__(self, base: Mapping[str, Any] | None, changes: Mapping[str, Any]) -> None:
-        self._base = base
-        self._changes = dict(changes)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self._changes:
-            return self._changes[key]
-        if self._base is None or key not in self._base.keys():  # noqa: SIM118
-            raise KeyError(key)
-        return self._base[key]
-
-    def __iter__(self) -> Iterator[str]:
-        keys = [str(k) for k in self._base.keys()] if self._base is not None else []  # noqa: SIM118
-        return iter([*keys, *(k for k in self._changes if k not in keys)])
-
-    def __len__(self) -> int:
-        return len(list(iter(self)))
-
-
-def _set_in_node(node: Any, parts: list[str], value: Any) -> None:
-    """Set a key in an OmegaConf node as ``OmegaConf.update(..., force_add=True)`` does:
-    each node on the way opened for new keys, a missing or null section created."""
-    for depth, part in enumerate(parts[:-1]):
-        node._set_flag("struct", False)
-        if _is_index(node, part):  # a list's item: ``scheduling_spec.0.gpu``
-            node = node[int(part)]
-            continue
-        child = node.get(part) if part in node.keys() else None  # noqa: SIM118
-        if _is_index(child, parts[depth + 1]):
-            node = child
-            continue
-        if not isinstance(child, Mapping) or is_null(child):
-            node[part] = {}
-            child = node[part]
-        node = child
-    node._set_flag("struct", False)
-    node[int(parts[-1]) if _is_index(node, parts[-1]) else parts[-1]] = value
-
-
-def _is_index(node: Any, part: str) -> bool:
-    """Whether ``part`` is an index of ``node``, a list, as Hydra reads ``key.0``."""
-    return (
-        isinstance(node, Sequence)
-        and not isinstance(node, str)
-        and part.isdigit()
-        and int(part) < len(node)
-    )
 
 
 def check_allocation_mode(

@@ -31,7 +31,6 @@ from areal_conf.arguments import optional_whole
 from areal_conf.config.reading import read_config
 from areal_conf.config.run_config import RunConfig
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.model.shape import resolve_model
 from areal_conf.perf.memory import MemoryEstimate
 from areal_conf.rules.engines import engine_backend
 from areal_conf.spec.backends import BACKENDS, INFERENCE_BACKENDS, TRAINING_BACKENDS, join_or
@@ -39,7 +38,7 @@ from areal_conf.spec.layouts import layouts
 from areal_conf.spec.model_checks import MODEL_KEYS
 
 if TYPE_CHECKING:
-    from areal_conf.settings import Settings
+    from areal_conf.config.run_reading import Reading
 
 #: The orders the layouts sweeper's ``rank`` takes (None: the layouts' own order).
 RANKS: Final = ("step_time",)
@@ -252,12 +251,12 @@ def engine_layouts(
     Raises AllocationError, its first line naming the config key or sweeper field at
     fault, when a default cannot be derived or no layout is valid.
     """
-    from areal_conf.settings import default_settings
     from areal_conf.spec.parser import parse_backend
+    from areal_conf.validation import read_run
 
     check_ranking(rank, top_k)
-    settings = default_settings()
-    run = read_config(cfg, choose_rules(settings.areal_version).rules)
+    reading = read_run(cfg)
+    run = reading.run
     engine = check_engine(engine, run)
     if backend is None or gpus is None:
         section = run.engines.get(engine)
@@ -290,10 +289,8 @@ def engine_layouts(
         max_tp = run.cluster.n_gpus_per_node
     row = run.engines[engine].row if engine in run.engines else None
     check_engine_kind(engine, backend, row.kind if row is not None else None)
-    actor = run.actor
-    model = resolve_model(
-        run.model, actor.path if actor is not None else None, settings.model, settings.model_from
-    ).keys
+    model = reading.model.keys
+    key = run.engines[engine].backend_key if engine in run.engines else f"{engine}.backend"
     try:
         found = layouts(backend, gpus, model=model, max_tp=max_tp)
     except AllocationError as err:
@@ -309,12 +306,12 @@ def engine_layouts(
     fitting: list[bool] = []
     note = ""
     if rank is not None:
-        ranked, note = _by_step_time(cfg, run, settings, engine, found, model, fits=fits)
+        ranked, note = _by_step_time(reading, key, engine, found, model, fits=fits)
         found = [spec for spec, _, _ in ranked]
         seconds = [s for _, s, _ in ranked]
         fitting = [fit for _, _, fit in ranked]
     elif fits:
-        found = _fitting(cfg, engine, found, model)
+        found = _fitting(reading, engine, key, found, model)
     if not found:  # only fits drops layouts
         raise ConfigError(
             f"no {backend} layout of {engine} on {gpus} GPUs fits the GPUs' memory "
@@ -340,9 +337,12 @@ def engine_layouts(
     )
 
 
-def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, Any]) -> list[str]:
-    """The layouts with which ``cfg`` passes ``validate`` (so its memory check, colocated
-    engines included), smallest memory per GPU of ``engine`` first."""
+def _fitting(
+    reading: Reading, engine: str, key: str, specs: Sequence[str], model: Mapping[str, Any]
+) -> list[str]:
+    """The layouts with which the config passes ``validate`` when they are its ``key``
+    (an engine's backend; so its memory check, colocated engines included), smallest
+    memory per GPU of that engine first."""
     from areal_conf.model.shape import model_shape
 
     shape = model_shape(model)
@@ -351,22 +351,24 @@ def _fitting(cfg: Any, engine: str, specs: Sequence[str], model: Mapping[str, An
             f"hydra.sweeper.fits: cannot check memory, {shape}",
             hint="set model.hf_config to the model's config.json, or the model's sizes",
         )
-    memory = _memory_per_gpu(cfg, engine, specs)
+    memory = _memory_per_gpu(reading, engine, key, specs)
     order = {spec: i for i, spec in enumerate(specs)}
     return sorted(memory, key=lambda spec: (memory[spec], order[spec]))
 
 
-def _memory_per_gpu(cfg: Any, engine: str, specs: Sequence[str]) -> dict[str, float]:
-    """``engine``'s memory per GPU (training: the total; inference: the weights, so the
-    most KV cache is the least) with each layout with which ``cfg`` passes ``validate``;
-    the layouts it refuses (memory that does not fit, alone or with colocated engines)
-    are left out."""
-    from areal_conf.validation import validate
+def _memory_per_gpu(
+    reading: Reading, engine: str, key: str, specs: Sequence[str]
+) -> dict[str, float]:
+    """The memory per GPU of ``engine``, whose backend is ``key`` (training: the total;
+    inference: the weights, so the most KV cache is the least) with each layout with
+    which the config passes ``validate``; the layouts it refuses (memory that does not
+    fit, alone or with colocated engines) are left out."""
+    from areal_conf.validation import validate_run
 
     memory: dict[str, float] = {}
     for spec in specs:
         try:
-            plan = validate(_WithBackend(cfg, engine, spec))
+            plan = validate_run(reading, [f"{key}={spec}"], check_fixes=False)
         except AllocationError:
             continue
         est = plan.engines[engine].memory
@@ -376,9 +378,8 @@ def _memory_per_gpu(cfg: Any, engine: str, specs: Sequence[str]) -> dict[str, fl
 
 
 def _by_step_time(
-    cfg: Any,
-    run: RunConfig,
-    settings: Settings,
+    reading: Reading,
+    key: str,
     engine: str,
     specs: Sequence[str],
     model: Mapping[str, Any],
@@ -394,6 +395,7 @@ def _by_step_time(
     from areal_conf.perf.speed import gpu_for_speed, training_step
     from areal_conf.perf.workload import NoWorkload, step_workload
 
+    run, settings = reading.run, reading.settings
     if run.cluster.cpu_run:
         raise ConfigError(
             f"{_RANKED_BY}: cluster.n_gpus_per_node is 0 (a CPU run), so there is no GPU "
@@ -440,59 +442,11 @@ def _by_step_time(
     gpu, said = gpu_for_speed(settings.gpu)
     n_gpus_per_node = run.cluster.n_gpus_per_node
     seconds = [step.seconds(spec, shape, gpu, n_gpus_per_node) for spec in specs]
-    fitting = _memory_per_gpu(cfg, engine, specs)
+    fitting = _memory_per_gpu(reading, engine, key, specs)
     order = sorted(range(len(specs)), key=lambda i: (specs[i] not in fitting, seconds[i], i))
     if fits:
         order = [i for i in order if specs[i] in fitting]
     return [(specs[i], seconds[i], specs[i] in fitting) for i in order], step.describe(said)
-
-
-class _WithBackend(Mapping[str, Any]):
-    """A read-only view of a config with ``<engine>.backend`` replaced."""
-
-    def __init__(self, base: Any, engine: str, backend: str) -> None:
-        self._base = base
-        self._engine = engine
-        self._backend = backend
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._base.keys():  # noqa: SIM118  (a DictConfig's `in` is slow)
-            if key == self._engine:
-                return {"backend": self._backend}
-            raise KeyError(key)
-        node = self._base.get(key)
-        if key == self._engine:
-            return {"backend": self._backend} if node is None else _WithKey(node, self._backend)
-        return node
-
-    def __iter__(self) -> Any:
-        keys = list(self._base.keys())
-        return iter(keys if self._engine in keys else [*keys, self._engine])
-
-    def __len__(self) -> int:
-        return len(list(iter(self)))
-
-
-class _WithKey(Mapping[str, Any]):
-    """An engine node with ``backend`` replaced; other keys are read from the node."""
-
-    def __init__(self, node: Any, backend: str) -> None:
-        self._node = node
-        self._backend = backend
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "backend":
-            return self._backend
-        if key not in self._node.keys():  # noqa: SIM118
-            raise KeyError(key)
-        return self._node.get(key)
-
-    def __iter__(self) -> Any:
-        keys = list(self._node.keys())
-        return iter(keys if "backend" in keys else [*keys, "backend"])
-
-    def __len__(self) -> int:
-        return len(list(iter(self)))
 
 
 # ------------------------------------------- what ``python -m areal_conf layouts`` uses

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from areal_conf.arguments import optional_path, strings
 from areal_conf.command.argv import AReaLCommand, command_error, parse_areal_command
@@ -28,6 +28,9 @@ from areal_conf.errors import AllocationError
 from areal_conf.overrides import format_overrides
 from areal_conf.plan.plan import Plan
 from areal_conf.settings import Settings, optional_settings
+
+if TYPE_CHECKING:
+    from areal_conf.validation import Validation
 
 #: The file suffix AReaL's loader strips to name the config it composes.
 AREAL_CONFIG_SUFFIX = ".yaml"
@@ -83,10 +86,7 @@ def suggest_for_command(
     (or a whole AReaL command): the config is composed as AReaL composes it and checked
     first, so a config that would not start gets its error instead."""
     from areal_conf.advise.suggest import suggest, suggestion_text
-    from areal_conf.areal.versions import choose_rules
     from areal_conf.command.argv import parse_config_command
-    from areal_conf.config.reading import read_config
-    from areal_conf.model.shape import model_shape, resolve_model
     from areal_conf.perf.speed import gpu_for_speed
     from areal_conf.settings import default_settings, gpu_memory_of
 
@@ -96,15 +96,8 @@ def suggest_for_command(
     command = parse_config_command(argv, cwd)
     cfg = compose_as_areal(command, areal_version=settings.areal_version)
     plan = _validated(command, cfg, settings)
-    run = read_config(cfg, choose_rules(settings.areal_version).rules)
-    actor = run.actor
-    source = resolve_model(
-        dict(run.model),
-        actor.path if actor is not None else None,
-        settings.model,
-        settings.model_from,
-    )
-    shape = model_shape(source.keys)
+    run, shape = plan.run, plan.shape
+    assert run is not None and shape is not None  # validate gives what it read
     if isinstance(shape, str):
         raise AllocationError(
             f"suggest needs the model's shape: {shape}",
@@ -164,7 +157,7 @@ def compose_as_areal(
         ) from None
 
 
-def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Plan:
+def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Validation:
     """``validate(cfg)``; a key AReaL lacks that one of the command's overrides wrote is
     an error pointing at that override, whose fix rewrites it."""
     from areal_conf.validation import validate

@@ -30,6 +30,9 @@ KEYS_SEEN: ContextVar[dict[int, frozenset[str]] | None] = ContextVar("keys_seen"
 #: While :func:`areal_conf.config.reading.read_config` reads a config: the full keys it found
 #: (``actor.offload``).
 PRESENT: ContextVar[set[str] | None] = ContextVar("present", default=None)
+#: While :func:`areal_conf.config.reading.read_config` reads a config: the values it read
+#: that were interpolations, as written, by full key.
+INTERPOLATIONS: ContextVar[dict[str, str] | None] = ContextVar("interpolations", default=None)
 
 
 def has_key(section: Any, key: str) -> bool:
@@ -60,7 +63,11 @@ def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
         present.add(where)
     get_node = getattr(section, "_get_node", None)
     if callable(get_node):
-        value = _node_value(get_node(key), 0)
+        node = get_node(key)
+        interpolations = INTERPOLATIONS.get()
+        if interpolations is not None and node is not None and node._is_interpolation():
+            interpolations[where] = str(node._value())
+        value = _node_value(node, 0)
         if value is not _UNREAD:
             return default if value is None and default is not None else value
     try:

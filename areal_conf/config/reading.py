@@ -30,6 +30,7 @@ from areal_conf.areal.roles import (
 from areal_conf.areal.versions import AReaLVersion, EngineRow
 from areal_conf.config.known_keys import check_keys
 from areal_conf.config.nodes import (
+    INTERPOLATIONS,
     KEYS_SEEN,
     PRESENT,
     given_section,
@@ -92,12 +93,16 @@ def read_config(cfg: Any, rules: AReaLVersion, *, keys: bool = True) -> RunConfi
     unless ``keys`` is false (for an error reported before the keys)."""
     token = KEYS_SEEN.set({})
     present: set[str] = set()
+    interpolations: dict[str, str] = {}
     found = PRESENT.set(present)
+    followed = INTERPOLATIONS.set(interpolations)
     try:
-        return replace(_read_config(cfg, rules, keys), present_keys=frozenset(present))
+        run = _read_config(cfg, rules, keys)
+        return replace(run, present_keys=frozenset(present), interpolations=interpolations)
     finally:
         KEYS_SEEN.reset(token)
         PRESENT.reset(found)
+        INTERPOLATIONS.reset(followed)
 
 
 def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:

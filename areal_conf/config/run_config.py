@@ -164,6 +164,9 @@ class RunConfig:
     #: The keys of the config that were read and found (``actor.offload``), so that a fix
     #: can be written as an override Hydra takes: ``key=value`` or ``++key=value``.
     present_keys: frozenset[str] = frozenset()
+    #: The values read that were interpolations, as written (``${actor.backend}``), by
+    #: key: an edit of a key one of them may name means reading the config again.
+    interpolations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rl(self) -> bool:

@@ -23,6 +23,7 @@ from areal_conf.areal.local_gpus import GpuCount, gpus_per_node
 from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.areal.versions import RulesChoice
 from areal_conf.config.run_config import RunConfig
+from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.plan.placement import place, placement_warnings
@@ -43,9 +44,7 @@ class Context:
     """What the checks of one validation share: the config as read (never changed) and
     what the checks so far found."""
 
-    run: RunConfig
-    choice: RulesChoice
-    settings: Settings
+    reading: Reading
     engines: dict[str, EnginePlan] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     #: The scheduler's column of rules: local, slurm, ray, null, or any (the version's
@@ -72,6 +71,18 @@ class Context:
     def __post_init__(self) -> None:
         if not self.plan_nodes:
             self.plan_nodes = self.run.cluster.n_nodes
+
+    @property
+    def run(self) -> RunConfig:
+        return self.reading.run
+
+    @property
+    def choice(self) -> RulesChoice:
+        return self.reading.choice
+
+    @property
+    def settings(self) -> Settings:
+        return self.reading.settings
 
     @property
     def gpus_per_node(self) -> GpuCount:
@@ -295,20 +306,11 @@ def _shape_hint(ctx: Context) -> str:
 def read_model(ctx: Context) -> None:
     """The model's shape (from ``--model``/``AREAL_CONF_MODEL``, the ``model`` section of
     areal-conf's configs, or ``actor.path``) and the layout rules it implies."""
-    from areal_conf.model.shape import resolve_model
     from areal_conf.spec.model_checks import check_model, validate_model
 
-    section = dict(ctx.run.model)
-    validate_model(section)  # unknown keys, and every size's value
-    settings = ctx.settings
-    validate_model({k: v for k, v in settings.model.items() if k != "hf_config"})
-    actor = ctx.run.actor
-    source = resolve_model(
-        section,
-        actor.path if actor is not None else None,
-        settings.model,
-        settings.model_from,
-    )
+    validate_model(dict(ctx.run.model))  # unknown keys, and every size's value
+    validate_model({k: v for k, v in ctx.settings.model.items() if k != "hf_config"})
+    source = ctx.reading.model
     ctx.model = dict(source.keys)
     ctx.model_source = source.described
     if source.missing and not ctx.model:

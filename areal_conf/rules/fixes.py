@@ -10,7 +10,7 @@ passes as it is stays; one that meets another rule takes that rule's own fix alo
 the two together pass; one that passes with neither is left out. A hint whose every
 alternative is refused says so, with the reason the first one meets.
 
-No Hydra here: the caller applies overrides (``areal_conf.validation.with_overrides``)
+No Hydra here: the caller applies overrides (``areal_conf.config.edits.with_overrides``)
 and runs the check.
 """
 

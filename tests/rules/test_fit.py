@@ -620,7 +620,7 @@ def test_with_overrides_sets_and_adds_keys_on_a_copy() -> None:
     key follow it, in a section of a larger config too."""
     from omegaconf import OmegaConf
 
-    from areal_conf.validation import with_overrides
+    from areal_conf.config.edits import with_overrides
 
     plain = {"actor": {"backend": "fsdp:d8"}, "cluster": {"n_nodes": 1}}
     changed = with_overrides(
@@ -654,20 +654,20 @@ def test_with_overrides_sets_and_adds_keys_on_a_copy() -> None:
     assert top.areal.ref.backend == "fsdp:d8" and "x" not in top.areal
 
 
-def test_a_fix_is_rechecked_on_a_view_without_resolving_what_is_not_read() -> None:
-    """The layouts sweeper validates a view of the config with one backend replaced; the
-    recheck of a fix sees it through another view, so an interpolation only the
-    application resolves (an unset environment variable in a key areal-conf does not
-    read) is left alone there too, and the fix comes out checked."""
+def test_a_fix_is_rechecked_on_an_edited_config_without_resolving_what_is_not_read() -> None:
+    """The layouts sweeper validates the config as read with one backend replaced; the
+    recheck of a fix applies the same edit to a copy of the config, so an interpolation
+    only the application resolves (an unset environment variable in a key areal-conf
+    does not read) is left alone there too, and the fix comes out checked."""
     from omegaconf import OmegaConf
 
-    from areal_conf.advise.sweeps import _WithBackend
+    from areal_conf.validation import read_run, validate_run
 
     cfg = config()
     cfg["actor"]["experiment_name"] = "${oc.env:AREAL_CONF_TEST_NEVER_SET}"
-    view = _WithBackend(OmegaConf.create(cfg), "actor", "fsdp:d8")
+    reading = read_run(OmegaConf.create(cfg))
     with pytest.raises(AllocationError) as info:
-        validate(view)
+        validate_run(reading, ["actor.backend=fsdp:d8"])
     (fix,) = fixes_in(info.value.hint)
     assert fix[0].startswith("actor.backend=fsdp:")
     plan = validate(with_overrides(cfg, fix))
