@@ -213,3 +213,19 @@ def test_any_edits_give_a_plan_or_one_allocation_error(edits: list[str]) -> None
     reading = read_run(OmegaConf.create(config()))
     with contextlib.suppress(AllocationError):
         validate_run(reading, edits)
+
+
+def test_the_layouts_of_a_2_0_teacher_that_fit_are_set_where_its_keys_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AReaL 2.0's teacher has its backend at ``teacher.rollout.backend``: each layout is
+    checked there (``teacher.backend`` is a key AReaL 2.0 refuses, so every layout
+    would be refused)."""
+    from areal_conf.advise.sweeps import engine_layouts
+
+    monkeypatch.setenv("AREAL_CONF_AREAL_VERSION", "2.0")
+    cluster = {"n_nodes": 3, "n_gpus_per_node": 8, "gpu_memory_gb": 40}
+    cfg = config(teacher={"rollout": {"backend": "sglang:d1t4"}}, cluster=cluster)
+    sweep = engine_layouts(cfg, "teacher", fits=True)
+    assert sweep.key == "teacher.rollout.backend"
+    assert "sglang:t4" in sweep.layouts and "sglang:d4" in sweep.layouts
