@@ -18,21 +18,33 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from areal_conf.command.check import check_command
+    from areal_conf.config.run_reading import Reading
     from areal_conf.errors import AllocationError
     from areal_conf.hydra.app import run_validated
     from areal_conf.model.hardware import HARDWARE, Hardware
-    from areal_conf.perf.decode import decode_throughput
-    from areal_conf.perf.ranking import rank_layouts, rl_split
+    from areal_conf.perf.decode import DecodeThroughput, decode_throughput
+    from areal_conf.perf.memory import MemoryEstimate
+    from areal_conf.perf.ranking import RankedLayout, RLSplit, rank_layouts, rl_split
     from areal_conf.perf.step_time import StepTime, step_time
+    from areal_conf.plan.plan import EnginePlan, Plan
+    from areal_conf.settings import Settings
     from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
     from areal_conf.spec.layouts import layouts
     from areal_conf.spec.legacy import migrate_allocation_mode
     from areal_conf.spec.mesh import rank_groups
     from areal_conf.spec.parser import parse_backend
-    from areal_conf.validation import validate
+    from areal_conf.validation import Validation, read_run, validate, validate_run
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
+    "Settings": "areal_conf.settings",
+    "Reading": "areal_conf.config.run_reading",
+    "Plan": "areal_conf.plan.plan",
+    "EnginePlan": "areal_conf.plan.plan",
+    "MemoryEstimate": "areal_conf.perf.memory",
+    "DecodeThroughput": "areal_conf.perf.decode",
+    "RankedLayout": "areal_conf.perf.ranking",
+    "RLSplit": "areal_conf.perf.ranking",
     "HARDWARE": "areal_conf.model.hardware",
     "Hardware": "areal_conf.model.hardware",
     "StepTime": "areal_conf.perf.step_time",
@@ -49,15 +61,27 @@ _EXPORTS = {
     "rank_groups": "areal_conf.spec.mesh",
     "run_validated": "areal_conf.hydra.app",
     "validate": "areal_conf.validation",
+    "read_run": "areal_conf.validation",
+    "validate_run": "areal_conf.validation",
+    "Validation": "areal_conf.validation",
 }
 
 __all__ = [
     "HARDWARE",
     "AllocationError",
+    "DecodeThroughput",
+    "EnginePlan",
     "Hardware",
+    "MemoryEstimate",
     "ModelAllocation",
     "ParallelStrategy",
+    "Plan",
+    "RLSplit",
+    "RankedLayout",
+    "Reading",
+    "Settings",
     "StepTime",
+    "Validation",
     "check_command",
     "decode_throughput",
     "layouts",
@@ -65,10 +89,12 @@ __all__ = [
     "parse_backend",
     "rank_groups",
     "rank_layouts",
+    "read_run",
     "rl_split",
     "run_validated",
     "step_time",
     "validate",
+    "validate_run",
 ]
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from areal_conf.areal.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
-from areal_conf.arguments import optional_whole
+from areal_conf.arguments import mapping, optional_whole, positive, text
 from areal_conf.errors import AllocationError, ConfigError, from_variable
 
 GPU_MEMORY_ENV: Final = "AREAL_CONF_GPU_MEMORY_GB"
@@ -86,24 +86,44 @@ def gpu_memory_of(settings: Settings, config_gb: float | None = None) -> tuple[f
 
 
 def optional_settings(settings: object) -> Settings | None:
-    """The ``settings`` argument of a public function: a :class:`Settings` or None. Of its
-    fields, the mean response length is checked here (the others where they are used:
-    the GPU and its memory when memory is checked, the model when it is read)."""
+    """The ``settings`` argument of a public function: a :class:`Settings` or None, each
+    field of the type it has (a value a field cannot hold is an AllocationError naming
+    the field). Whether a text names what it should (a known GPU, a supported AReaL
+    version, a model's file) is checked where it is used."""
     if settings is None:
         return None
-    if isinstance(settings, Settings):
-        optional_whole(
-            "settings.mean_response_tokens",
-            settings.mean_response_tokens,
-            example="e.g. Settings(mean_response_tokens=2048), or None for half of "
-            "gconfig.max_new_tokens",
+    if not isinstance(settings, Settings):
+        raise ConfigError(
+            f"settings must be a Settings or None, got {type(settings).__name__}",
+            hint="give areal_conf.settings.Settings(gpu_memory_gb=80, ...), or None for the "
+            "environment's",
         )
-        return settings
-    raise ConfigError(
-        f"settings must be a Settings or None, got {type(settings).__name__}",
-        hint="give areal_conf.settings.Settings(gpu_memory_gb=80, ...), or None for the "
-        "environment's",
+    for name in ("areal_version", "gpu"):
+        value = getattr(settings, name)
+        if value is not None:
+            text(f"settings.{name}", value, example=f"or None, e.g. {_EXAMPLES[name]}")
+    for name in ("gpu_memory_from", "model_from"):
+        text(f"settings.{name}", getattr(settings, name), example='e.g. "" (not given)')
+    if settings.gpu_memory_gb is not None:
+        positive("settings.gpu_memory_gb", settings.gpu_memory_gb, example="e.g. 80, or None")
+    mapping("settings.model", settings.model, example='e.g. {"hf_config": "Qwen/Qwen3-8B"}')
+    optional_whole(
+        "settings.mean_response_tokens",
+        settings.mean_response_tokens,
+        example="e.g. Settings(mean_response_tokens=2048), or None for half of "
+        "gconfig.max_new_tokens",
     )
+    if settings.machine_gpus is not None and not isinstance(settings.machine_gpus, GpuCount):
+        raise ConfigError(
+            f"settings.machine_gpus must be a GpuCount or None, got "
+            f"{type(settings.machine_gpus).__name__}",
+            hint="leave it None: areal-conf counts the GPUs AReaL's local scheduler sees",
+        )
+    return settings
+
+
+#: An example of each text field of :class:`Settings`, for its message.
+_EXAMPLES: Final = {"areal_version": '"2.0"', "gpu": '"h100"'}
 
 
 def positive_tokens(value: object, where: str) -> int:

@@ -28,6 +28,9 @@ from areal_conf import (
     Hardware,
     ModelAllocation,
     ParallelStrategy,
+    Plan,
+    Reading,
+    Settings,
     StepTime,
     check_command,
     decode_throughput,
@@ -36,17 +39,18 @@ from areal_conf import (
     parse_backend,
     rank_groups,
     rank_layouts,
+    read_run,
     rl_split,
     run_validated,
     step_time,
     validate,
+    validate_run,
 )
 from areal_conf.arguments import MAX_TOKENS
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.perf.decode import DecodeThroughput
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.ranking import MAX_SPLIT_GPUS, Critic, RankedLayout, RLSplit
-from areal_conf.settings import Settings
 from areal_conf.spec.backends import MAX_SIZE
 from areal_conf.spec.mesh import GroupKind, group_kinds
 
@@ -216,6 +220,31 @@ class Case:
 
 def _hardware_lookup(name: object) -> Hardware:
     return HARDWARE[name]  # type: ignore[index]
+
+
+#: A valid config: an RL run on one node of 8 GPUs.
+CONFIG: dict[str, Any] = {
+    "rollout": {"backend": "sglang:d4"},
+    "actor": {"backend": "fsdp:d4"},
+    "cluster": {"n_nodes": 1, "n_gpus_per_node": 8},
+}
+
+
+def _reading() -> Reading:
+    return read_run(CONFIG, areal_version="2.0")
+
+
+def _validate_with_settings(**fields: Any) -> Plan:
+    return validate(CONFIG, areal_version="2.0", settings=Settings(**fields))
+
+
+def sane_plan(plan: Plan) -> None:
+    assert plan.used_gpus <= plan.node_count * plan.n_gpus_per_node
+    for engine in plan.engines.values():
+        if engine.memory is not None:
+            sane_memory(engine.memory)
+        if engine.step_seconds is not None:
+            finite_non_negative(engine.step_seconds)
 
 
 def _run_validated(main: object) -> object:
@@ -407,6 +436,26 @@ CASES: dict[str, Case] = {
     "validate": Case(
         validate, {"cfg": None, "areal_version": None, "settings": None}, anything, ("cfg",)
     ),
+    "read_run": Case(
+        read_run, {"cfg": CONFIG, "areal_version": None, "settings": None}, anything, ("cfg",)
+    ),
+    "validate_run": Case(
+        validate_run,
+        {"reading": _reading(), "edits": ["actor.backend=fsdp:d2t2"], "check_fixes": True},
+        sane_plan,
+        ("reading", "edits"),
+    ),
+    "Settings": Case(
+        _validate_with_settings,
+        {
+            "areal_version": None,
+            "gpu": "h100",
+            "gpu_memory_gb": 80.0,
+            "model": MODEL,
+            "mean_response_tokens": 1024,
+        },
+        sane_plan,
+    ),
     "run_validated": Case(_run_validated, {"main": lambda: 5}, anything, ("main",)),
     "HARDWARE": Case(_hardware_lookup, {"name": "h100"}, anything, ("name",)),
     "Hardware": Case(
@@ -439,6 +488,14 @@ NO_ARGUMENTS = {
     "StepTime": "a result record step_time builds; it computes nothing",
     "ModelAllocation": "a record (a NamedTuple, built by the parser); the functions that "
     "take one check it (the EDGES hold broken ones)",
+    "Plan": "a result record validate builds",
+    "EnginePlan": "a result record validate builds",
+    "Validation": "a result record validate builds",
+    "Reading": "a record read_run builds; validate_run checks it",
+    "MemoryEstimate": "a result record estimate builds",
+    "DecodeThroughput": "a result record decode_throughput builds",
+    "RankedLayout": "a result record rank_layouts builds",
+    "RLSplit": "a result record rl_split builds",
 }
 
 

@@ -229,3 +229,25 @@ def test_the_layouts_of_a_2_0_teacher_that_fit_are_set_where_its_keys_are(
     sweep = engine_layouts(cfg, "teacher", fits=True)
     assert sweep.key == "teacher.rollout.backend"
     assert "sglang:t4" in sweep.layouts and "sglang:d4" in sweep.layouts
+
+
+def test_the_python_api_page_s_example_runs_as_it_says() -> None:
+    """docs/python-api.md's example of validate_run: it runs, and its comments hold."""
+    import re
+
+    from _helpers import ROOT
+
+    page = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "read_run" in b]
+    names: dict[str, Any] = {}
+    exec(compile(block, "docs/python-api.md", "exec"), names)
+    assert names["plan"].gpus_by_engine() == {"actor": 4, "rollout": 4}
+    assert (names["plan"].shape.num_layers, names["plan"].run.actor.backend) == (28, "fsdp:d4")
+    said = re.search(r"# ([\d.]+), ([\d.]+), ([\d.]+) predicted seconds", block)
+    assert said is not None
+    reading = names["reading"]
+    seconds = [
+        round(validate_run(reading, [f"actor.backend={spec}"]).engines["actor"].step_seconds, 1)
+        for spec in ("fsdp:d4", "fsdp:d2t2", "fsdp:t4")
+    ]
+    assert seconds == [float(s) for s in said.groups()]
