@@ -14,11 +14,13 @@ class AllocationError(ValueError):
     offending character (``None`` when the error concerns the whole input), ``length``
     how many characters the caret underlines, ``hint`` the fix, ``key`` the config key
     the input came from once :meth:`with_context` has named it, ``variable`` the
-    environment variable it came from (see :func:`from_variable`).
+    environment variable it came from (see :func:`from_variable`), ``rule`` the id of
+    the rule of a config that refused it (``colocation``; docs/rules.md lists them).
     """
 
     key: str | None = None
     variable: str | None = None
+    rule: str | None = None
 
     def __init__(
         self,

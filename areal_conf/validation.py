@@ -4,17 +4,17 @@ Takes a composed config (an OmegaConf DictConfig or any nested mapping) and retu
 ``Plan`` or raises one ``AllocationError`` whose first line names the config key.
 
 The config is read once (:func:`areal_conf.config.reading.read_config`), under the rules of one
-AReaL version (:func:`areal_conf.areal.versions.choose_rules`); then the checks that
-version lists in :data:`CHECKS` run in order, and the first that fails is the message.
-A new AReaL version is a new list here (and a row of
-:data:`areal_conf.areal.versions.VERSIONS`), not new branches in the checks.
+AReaL version (:func:`areal_conf.areal.versions.choose_rules`); then the rules of that
+version (:data:`areal_conf.rules.registry.RULES`) run in order, and the first that fails
+is the message. :func:`read_run` and :func:`validate_run` are the two halves, for a
+caller that checks one config with several edits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Final
+from typing import Any
 
 from areal_conf.areal.versions import RulesChoice, choose_rules, supported_version
 from areal_conf.arguments import strings, text
@@ -25,127 +25,13 @@ from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.plan.plan import Plan
-from areal_conf.rules.awex import (
-    check_awex_sharing,
-)
-from areal_conf.rules.checks import (
-    Check,
-    Context,
-    capacity_everywhere,
-    check_engine_memory,
-    check_kinds,
-    check_teacher_layout_1_0,
-    colocate,
-    gpu_memory,
-    parse_all,
-    pasteable,
-    place_engines,
-    predict_step_times,
-    read_model,
-)
-from areal_conf.rules.colocation import (
-    colocate_2_0,
-    count_workers,
-    ignore_v2_rollout_colocation,
-)
+from areal_conf.rules.checks import Context, gpu_memory, pasteable
 from areal_conf.rules.engines import parse_engines
 from areal_conf.rules.fit import Outcome, Recheck
 from areal_conf.rules.fixes import FixCheck, checked_hint
-from areal_conf.rules.loading import (
-    check_delta_minibatches,
-    check_load_keys,
-    check_teacher,
-)
-from areal_conf.rules.scheduling import (
-    check_ray_specs,
-    check_scheduler,
-    check_scheduler_gpus,
-)
-from areal_conf.rules.weights import (
-    check_awex_backends,
-    check_colocated_weight_update,
-    check_controller_versions,
-    check_delta_weight_update,
-    check_megatron_lora,
-    check_offload,
-    check_routed_experts,
-    check_v1_weight_update,
-)
+from areal_conf.rules.registry import Rule, rules_for
 from areal_conf.settings import Settings, default_settings, optional_settings
 from areal_conf.spec.model_checks import validate_model
-
-Step = Callable[[Context], None]
-
-
-def _when(column: str, check: Step) -> Step:
-    """``check`` only under the scheduler ``column`` (the rules every scheduler shares)."""
-
-    def run(ctx: Context) -> None:
-        if ctx.column == column:
-            check(ctx)
-
-    return run
-
-
-def _rl(check: Step) -> Step:
-    """``check`` only for RL configs (an actor and a rollout): PPOTrainer's checks."""
-
-    def run(ctx: Context) -> None:
-        if ctx.run.rl:
-            check(ctx)
-
-    return run
-
-
-#: Every version's checks, in the order AReaL meets them; the first failure is the
-#: message. ``allocation_mode`` is checked before the config is read.
-CHECKS: Final[dict[str, tuple[Check, ...]]] = {
-    "1.0": (
-        Check("T4", "the teacher is written as AReaL 1.0 reads it", check_teacher_layout_1_0),
-        Check(
-            "parse",
-            "each engine's backend string, and its kind",
-            lambda c: parse_all(c, check_kinds=True),
-        ),
-        Check("colocation", "targets created earlier, chains that fork, equal replicas", colocate),
-        Check(
-            "capacity",
-            "separated engines fit cluster.n_nodes × n_gpus_per_node",
-            capacity_everywhere,
-        ),
-        Check("placement", "GPUs on nodes", place_engines),
-        Check("model", "the model's shape and the layout rules it implies", read_model),
-        Check("memory", "each engine's memory per GPU", check_engine_memory),
-        Check("speed", "each training engine's predicted step time", predict_step_times),
-    ),
-    "2.0": (
-        Check("E6", "scheduler.type is local, slurm, ray or null", check_scheduler),
-        Check("E1-E3", "the teacher's 2.0 layout", check_teacher),
-        Check("E4 E5 E16", "_version, scheduling_spec entries, dtypes", check_load_keys),
-        Check("E7", "delta weight updates need one PPO minibatch", check_delta_minibatches),
-        Check("parse", "each engine's backend string", lambda c: parse_all(c, check_kinds=False)),
-        Check("E7", "what delta weight transfer requires", _rl(check_delta_weight_update)),
-        Check("E15", "each role's backend kind", check_kinds),
-        Check("E8", "enable_offload when an engine offloads", _rl(check_offload)),
-        Check("E9", "a colocated rollout's weight update", _rl(check_colocated_weight_update)),
-        Check("E10", "v1 AWEX's backends", _rl(check_awex_backends)),
-        Check("E11", "routed experts need sglang", _rl(check_routed_experts)),
-        Check("E12", "megatron LoRA needs vllm", _rl(check_megatron_lora)),
-        Check("E13", "one controller version", _rl(check_controller_versions)),
-        Check("E14 W4", "the weight update mode", _rl(check_v1_weight_update)),
-        Check("C5", "controller v2 ignores a rollout's colocation", ignore_v2_rollout_colocation),
-        Check("G0-G3", "workers and their GPUs", count_workers),
-        Check("C1-C6", "colocation on the scheduler in use", colocate_2_0),
-        Check("A2-A5", "AWEX's rollout on the actor's GPUs", _rl(check_awex_sharing)),
-        Check("ray", "Ray's scheduling_spec", check_ray_specs),
-        Check("scheduler", "each engine on the scheduler's GPUs", check_scheduler_gpus),
-        Check("capacity", "the rules every scheduler shares", _when("null", capacity_everywhere)),
-        Check("placement", "GPUs on nodes", place_engines),
-        Check("model", "the model's shape and the layout rules it implies", read_model),
-        Check("memory", "each engine's memory per GPU", check_engine_memory),
-        Check("speed", "each training engine's predicted step time", predict_step_times),
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -279,15 +165,19 @@ def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> Alloc
     return error if checked is None else error.with_hint(checked)
 
 
-def _run_checks(ctx: Context, *, until: str = "") -> tuple[Check, AllocationError] | None:
-    """Run the version's checks in order (up to the one with id ``until``, when given);
-    the first that fails and its error, or None."""
-    for check in CHECKS[ctx.choice.version]:
+def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError] | None:
+    """Run the rules of the version in order (up to the one with id ``until``, when
+    given); the first that fails and its error (which carries the rule's id), or None."""
+    for rule in rules_for(ctx.choice.version):
+        if not rule.applies(ctx):
+            continue
         try:
-            check.run(ctx)
+            rule.run(ctx)
         except AllocationError as err:
-            return check, err
-        if check.id == until:
+            if err.rule is None:
+                err.rule = rule.id
+            return rule, err
+        if rule.id == until:
             break
     return None
 
@@ -345,7 +235,7 @@ def _check_edited(
     choice: RulesChoice,
     settings: Settings,
     fixing: tuple[str, ...] = (),
-) -> tuple[Context, tuple[Check, AllocationError] | None]:
+) -> tuple[Context, tuple[Rule, AllocationError] | None]:
     """The whole check (up to memory, the last that can refuse) of ``cfg`` with
     ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
     anything. Raises AllocationError when the edited config cannot be read."""

@@ -1,10 +1,11 @@
-"""AReaL 2.0's rules: the errors it raises at start-up, found at config time, the silent
+"""AReaL's rules: the errors it raises at start-up, found at config time, the silent
 misallocations it would run, and the warnings about what it would do.
 
 Each rule is one function over the :class:`~areal_conf.rules.checks.Context` of a validation;
-:data:`areal_conf.validation.CHECKS` lists them, with their ids, in the order AReaL meets
-them: the scheduler, what AReaL's loader checks, PPOTrainer's checks, each engine's
-workers and colocation, AWEX's GPU sharing, then the scheduler's GPUs. Every message names
+:data:`areal_conf.rules.registry.RULES` lists them, each with its unique id, the AReaL
+versions it holds for and AReaL's code that makes it, in the order AReaL meets them: the
+scheduler, what AReaL's loader checks, PPOTrainer's checks, each engine's workers and
+colocation, AWEX's GPU sharing, then the scheduler's GPUs, the model, memory. Every message names
 the config key, says why, and gives the fix; each warning is one ``warning:`` line of the
 plan. The rules read the config as :mod:`areal_conf.config.reading` read it, never the raw config.
 

@@ -1,11 +1,10 @@
 """The checks of a validation, and the state they hand on to each other.
 
 :func:`areal_conf.validation.validate` reads the config once
-(:func:`areal_conf.config.reading.read_config`) and then runs the checks its AReaL version lists
-(:data:`areal_conf.validation.CHECKS`), in that order: the first one that fails is the
-message. Each check is one :class:`Check` row (an id, what it checks, the function); the
-functions take a :class:`Context`, which holds the config as read and what earlier checks
-found (the engines as parsed, where they run, the warnings).
+(:func:`areal_conf.config.reading.read_config`) and then runs the rules of its AReaL version
+(:data:`areal_conf.rules.registry.RULES`), in that order: the first one that fails is the
+message. Each rule's function takes a :class:`Context`, which holds the config as read
+and what earlier checks found (the engines as parsed, where they run, the warnings).
 
 This module holds the checks every version runs: parsing the engines' backend strings,
 colocation chains, the cluster's capacity, placement on nodes, the model's shape and the
@@ -15,9 +14,8 @@ memory estimate. AReaL 2.0's own rules are in :mod:`areal_conf.rules`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal
 
 from areal_conf.areal.local_gpus import GpuCount, gpus_per_node
 from areal_conf.areal.roles import ROLE_NAMES
@@ -169,15 +167,6 @@ def pasteable(text: str, run: RunConfig) -> str:
         return "++" + match[0]
 
     return _OVERRIDE.sub(spell, text)
-
-
-class Check(NamedTuple):
-    """One row of a version's checks: its id (the rule's id, or a stage's name), what it
-    checks, and the function, which raises AllocationError or records what it found."""
-
-    id: str
-    checks: str
-    run: Callable[[Context], None]
 
 
 # ----------------------------------------------------------------------- the stages
