@@ -15,7 +15,8 @@ class AllocationError(ValueError):
     how many characters the caret underlines, ``hint`` the fix, ``key`` the config key
     the input came from once :meth:`with_context` has named it, ``variable`` the
     environment variable it came from (see :func:`from_variable`), ``rule`` the id of
-    the rule of a config that refused it (``colocation``; docs/rules.md lists them).
+    the rule of a config that refused it (``colocation``; docs/rules.md lists them),
+    printed as the message's last line.
     """
 
     key: str | None = None
@@ -59,6 +60,8 @@ class AllocationError(ValueError):
             lines.append("    " + shown)
         if self.hint:
             lines.append("hint: " + self.hint)
+        if self.rule:
+            lines.append(f"rule: {self.rule}")
         return "\n".join(lines)
 
     def _changed(self, **fields: object) -> AllocationError:

@@ -174,9 +174,7 @@ def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError
         try:
             rule.run(ctx)
         except AllocationError as err:
-            if err.rule is None:
-                err.rule = rule.id
-            return rule, err
+            return rule, err if err.rule else err._changed(rule=rule.id)
         if rule.id == until:
             break
     return None
