@@ -46,6 +46,11 @@ class Validation(Plan):
     settings: Settings | None = None
     shape: ModelShape | str | None = None
 
+    def plan_only(self) -> Plan:
+        """The plan without what was read, for a caller that keeps many (a sweep's
+        thousands of jobs: what was read is many small objects each)."""
+        return Plan(**{f.name: getattr(self, f.name) for f in fields(Plan)})
+
 
 def validate(
     cfg: Any, *, areal_version: str | None = None, settings: Settings | None = None

@@ -63,11 +63,7 @@ def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
         present.add(where)
     get_node = getattr(section, "_get_node", None)
     if callable(get_node):
-        node = get_node(key)
-        interpolations = INTERPOLATIONS.get()
-        if interpolations is not None and node is not None and node._is_interpolation():
-            interpolations[where] = str(node._value())
-        value = _node_value(node, 0)
+        value = _node_value(get_node(key), 0, where)
         if value is not _UNREAD:
             return default if value is None and default is not None else value
     try:
@@ -81,10 +77,11 @@ def read_value(section: Any, key: str, where: str, default: Any = None) -> Any:
         raise unresolvable(where, err, written) from None
 
 
-def _node_value(node: Any, depth: int) -> Any:
+def _node_value(node: Any, depth: int, where: str = "") -> Any:
     """What ``get`` returns for an OmegaConf node: the section itself, a plain value, or
     the value a ``${a.b}`` interpolation names, followed here without OmegaConf's grammar;
-    ``_UNREAD`` for anything else (a resolver, a relative or missing key, ``???``)."""
+    ``_UNREAD`` for anything else (a resolver, a relative or missing key, ``???``). An
+    interpolation read at the key ``where`` is recorded (:data:`INTERPOLATIONS`)."""
     if node is None or depth > 8 or node._is_missing():
         return _UNREAD
     if not node._is_interpolation():
@@ -94,6 +91,9 @@ def _node_value(node: Any, depth: int) -> Any:
             return node
         return node._value()
     written = node._value()
+    interpolations = INTERPOLATIONS.get() if where else None
+    if interpolations is not None:
+        interpolations[where] = str(written)
     match = _KEY_INTERPOLATION.fullmatch(written) if isinstance(written, str) else None
     if match is None:
         return _UNREAD

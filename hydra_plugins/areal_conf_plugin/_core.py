@@ -490,7 +490,7 @@ def unvalidated_notice(nums: Sequence[int], total: int, root: str) -> str:
 def _validate(job_cfg: DictConfig) -> Plan:
     from areal_conf.validation import validate
 
-    return validate(job_cfg)
+    return validate(job_cfg).plan_only()  # kept for every job until the sweep starts
 
 
 def is_areal_config(cfg: Any) -> bool:
