@@ -10,13 +10,17 @@ or from the environment, which train.py, the launcher and ``validate`` read:
 - ``AREAL_CONF_GPU``: the GPU by name (``a100``, ``h100``, ``h200``, ``b200``), whose
   memory counts when ``AREAL_CONF_GPU_MEMORY_GB`` is not given;
 - ``AREAL_CONF_MODEL``: the model's shape for the layout and memory checks: a
-  ``config.json``, a model directory or a Hugging Face id (by default the shape comes
-  from ``actor.path``);
+  ``config.json``, a model directory or a Hugging Face id, or ``KEY=VALUE`` sizes
+  (``num_layers=48 hidden_size=4096``), as ``--model`` takes them (by default the shape
+  comes from ``actor.path``);
 - ``AREAL_CONF_MEAN_RESPONSE_TOKENS``: the mean response length the predicted step time
   assumes (default: half of ``gconfig.max_new_tokens``);
 - ``AREAL_CONF_DEVICE_DIR``: where areal-conf counts the machine's GPUs for AReaL's local
   scheduler (default ``/dev``, where AReaL counts them; the test suite points it at an
   empty directory so that a GPU machine plans as CI does).
+
+Each of these but the AReaL version is one row of :data:`KNOBS`: its variable, its flag
+(the same syntax) and its reader; a flag wins over its variable.
 
 The environment also gives the GPUs AReaL's local scheduler would have where areal-conf
 runs (``CUDA_VISIBLE_DEVICES``, else the machine's devices: :mod:`areal_conf.areal.local_gpus`).
@@ -28,7 +32,8 @@ areal-conf's own application configs (those listing ``areal_schema``) may also s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -166,38 +171,139 @@ def _not_positive(where: str, value: object, what: str, hint: str) -> Allocation
     )
 
 
-def from_environment(
-    environ: Mapping[str, str] | None = None, *, areal_version: str | None = None
-) -> Settings:
-    """The settings the environment gives (``AREAL_CONF_GPU_MEMORY_GB``,
-    ``AREAL_CONF_MODEL``, ..., the machine's GPUs), plus ``areal_version`` from a command
-    line."""
-    env = os.environ if environ is None else environ
-    gb_text = env.get(GPU_MEMORY_ENV, "")
-    with from_variable(GPU_MEMORY_ENV):
-        gpu_gb = positive_gb(gb_text, GPU_MEMORY_ENV) if gb_text != "" else None
-    gb_from = GPU_MEMORY_ENV if gpu_gb is not None else ""
-    gpu = env.get(GPU_ENV, "") or None
-    if gpu is not None:
+@dataclass(frozen=True)
+class Knob:
+    """One of areal-conf's settings as a user gives it: the :class:`Settings` field it
+    sets, its environment variable and its command-line flag (the same meaning and
+    syntax in both), and the reader of a given value (the text, and where it came from
+    for a message)."""
+
+    field: str
+    variable: str
+    flag: str
+    read: Callable[[Any, str], Any]
+
+
+def _known_gpu(value: Any, where: str) -> str:
+    from areal_conf.model.hardware import hardware
+
+    hardware(value, where)  # an unknown name is an AllocationError naming ``where``
+    return str(value)
+
+
+def read_model_setting(value: Any, where: str) -> dict[str, Any]:
+    """A model setting (``--model``, ``AREAL_CONF_MODEL``): the model's ``config.json``, its
+    directory or Hugging Face id; or ``KEY=VALUE`` sizes (``num_layers=48``, and
+    ``hf_config=...``), as a text of blank-separated items or a list of them."""
+    items = value.split() if isinstance(value, str) and "=" in value else value
+    if isinstance(items, str):
+        return {"hf_config": items}
+    model: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item and len(items) == 1 and not _size_key(item):
+            return {"hf_config": item}
+        key, sep, given = item.partition("=")
+        key = key.strip().removeprefix("model.")
+        if not sep or not key:
+            raise AllocationError(
+                f"{where} takes KEY=VALUE sizes, or the model's config.json, directory or "
+                f"Hugging Face id, got {item!r}",
+                item,
+                None,
+                hint=f"e.g. {where} Qwen/Qwen3-8B, or {where} num_experts=64 num_layers=48",
+            )
+        text = given.strip()
+        if key == "hf_config":
+            model[key] = text or None
+        elif key == "tie_word_embeddings" and text.lower() in ("true", "false"):
+            model[key] = text.lower() == "true"
+        elif text.lower() in ("null", "none", ""):
+            model[key] = None
+        elif text.isascii() and text.isdigit():
+            model[key] = int(text)
+        else:
+            raise AllocationError(
+                f"{where} {key}: {given!r} is not a whole number",
+                item,
+                len(item) - len(given),
+                length=max(1, len(given)),
+                hint=f"e.g. {where} {key}=32, or {key}=null to skip its check",
+            )
+    return model
+
+
+def _size_key(item: str) -> bool:
+    """``item`` reads as a model key without its value (``num_layers``), not as a model:
+    a Hugging Face id has a ``/``, and a directory of that name would exist."""
+    return re.fullmatch(r"(model\.)?[a-z_]+", item) is not None and not os.path.exists(item)
+
+
+#: Every setting a user gives areal-conf, on the command line or in the environment. The
+#: AReaL version (``--areal-version``, ``AREAL_CONF_AREAL_VERSION``) is not here: which
+#: rules apply is :func:`areal_conf.areal.versions.choose_rules`'s to decide.
+KNOBS: Final = (
+    Knob("gpu_memory_gb", GPU_MEMORY_ENV, "--gpu-memory-gb", lambda v, w: positive_gb(v, w)),
+    Knob("gpu", GPU_ENV, "--gpu", _known_gpu),
+    Knob("model", MODEL_ENV, "--model", read_model_setting),
+    Knob(
+        "mean_response_tokens",
+        MEAN_RESPONSE_ENV,
+        "--mean-response-tokens",
+        lambda v, w: positive_tokens(v, w),
+    ),
+)
+
+
+def _given(values: Mapping[str, Any], *, flags: bool) -> dict[str, tuple[Any, str]]:
+    """What one source gives (the environment, or the command line when ``flags``), each
+    value read by its knob: by field, with where it came from. A GPU named without a
+    memory in the same source gives its memory."""
+    found: dict[str, tuple[Any, str]] = {}
+    for knob in KNOBS:
+        value = values.get(knob.field)
+        if value is None or value == "" or value == []:
+            continue
+        where = knob.flag if flags else knob.variable
+        if flags:
+            found[knob.field] = (knob.read(value, where), where)
+            continue
+        with from_variable(knob.variable):
+            found[knob.field] = (knob.read(value, where), where)
+    if "gpu" in found and "gpu_memory_gb" not in found:
         from areal_conf.model.hardware import hardware
 
-        with from_variable(GPU_ENV):
-            known = hardware(gpu, GPU_ENV)
-        if gpu_gb is None:
-            gpu_gb, gb_from = known.hbm_gb, f"{GPU_ENV}={gpu}"
-    model_text = env.get(MODEL_ENV, "")
-    model = {"hf_config": model_text} if model_text else {}
-    response_text = env.get(MEAN_RESPONSE_ENV, "")
-    with from_variable(MEAN_RESPONSE_ENV):
-        response = positive_tokens(response_text, MEAN_RESPONSE_ENV) if response_text else None
+        gpu, where = found["gpu"]
+        named = f"{where} {gpu}" if flags else f"{where}={gpu}"
+        found["gpu_memory_gb"] = (hardware(gpu, where).hbm_gb, named)
+    return found
+
+
+def from_environment(
+    environ: Mapping[str, str] | None = None,
+    *,
+    areal_version: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """The settings the environment gives (each variable of :data:`KNOBS`, the machine's
+    GPUs), with ``flags`` (values of a command line's options, by field) on top of them,
+    and ``areal_version`` from a command line."""
+    env = os.environ if environ is None else environ
+    from_env = _given({k.field: env.get(k.variable, "") for k in KNOBS}, flags=False)
+    layers = [_given(flags or {}, flags=True), from_env]  # a flag wins over its variable
+
+    def first(field: str) -> tuple[Any, str] | None:
+        return next((layer[field] for layer in layers if field in layer), None)
+
+    gpu, memory, model = first("gpu"), first("gpu_memory_gb"), first("model")
+    response = first("mean_response_tokens")
     return Settings(
         areal_version=areal_version,
-        gpu=gpu,
-        gpu_memory_gb=gpu_gb,
-        gpu_memory_from=gb_from,
-        model=model,
-        model_from=MODEL_ENV if model else "",
-        mean_response_tokens=response,
+        gpu=None if gpu is None else gpu[0],
+        gpu_memory_gb=None if memory is None else memory[0],
+        gpu_memory_from="" if memory is None else memory[1],
+        model={} if model is None else model[0],
+        model_from="" if model is None else model[1],
+        mean_response_tokens=None if response is None else response[0],
         machine_gpus=machine_gpus(env, Path(env.get(DEVICE_DIR_ENV, "") or DEVICE_DIR)),
     )
 

@@ -9,8 +9,7 @@ them by predicted seconds of a training step (:mod:`areal_conf.perf.speed`, as t
 ``s/step`` column) and ``top_k`` keeps the fastest. The ``areal_layouts`` Hydra sweeper
 and ``python -m areal_conf layouts`` both call into this module; it imports no Hydra
 and parses no command line (the ``layouts`` subcommand's arguments are read in
-:mod:`areal_conf.cli`, which calls :func:`parse_model_args` and :func:`fitting_layouts`
-here).
+:mod:`areal_conf.cli`, which calls :func:`fitting_layouts` here).
 
 :func:`areal_conf.overrides.sweep_override` writes a list of values as one Hydra multirun
 override, escaped for Hydra's override grammar; :func:`areal_conf.overrides.shell_sweep_override`
@@ -473,36 +472,3 @@ def fitting_layouts(
             ranked.append((est.weights if est.kind == "inference" else est.total, i, spec, est))
     ranked.sort(key=lambda item: (item[0], item[1]))
     return [(spec, est) for _, _, spec, est in ranked]
-
-
-def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
-    """``["num_experts=64", "model.num_layers=48"]`` → ``{"num_experts": 64, ...}``."""
-    model: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip().removeprefix("model.")
-        if not sep or not key:
-            raise AllocationError(
-                f"--model takes KEY=VALUE, got {item!r}",
-                item,
-                None,
-                hint="e.g. --model num_experts=64 num_layers=48",
-            )
-        text = value.strip()
-        if key == "hf_config":
-            model[key] = text or None
-        elif key == "tie_word_embeddings" and text.lower() in ("true", "false"):
-            model[key] = text.lower() == "true"
-        elif text.lower() in ("null", "none", ""):
-            model[key] = None
-        elif text.isascii() and text.isdigit():
-            model[key] = int(text)
-        else:
-            raise AllocationError(
-                f"--model {key}: {value!r} is not a whole number",
-                item,
-                len(item) - len(value),
-                length=max(1, len(value)),
-                hint=f"e.g. --model {key}=32, or {key}=null to skip its check",
-            )
-    return model

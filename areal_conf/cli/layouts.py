@@ -12,7 +12,6 @@ from areal_conf.advise.sweeps import (
     check_engine_name,
     default_engine,
     fitting_layouts,
-    parse_model_args,
 )
 from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.cli.options import (
@@ -25,6 +24,7 @@ from areal_conf.model.shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.plan.report import columns, decode_rows, memory_text, ranked_layout_rows
 from areal_conf.settings import (
+    Settings,
     gpu_memory_of,
 )
 from areal_conf.spec.backends import BACKENDS, MAX_SIZE, join_or
@@ -170,7 +170,8 @@ def _max_tp_arg(text: str) -> int | None:
 
 
 def _layouts(args: argparse.Namespace) -> None:
-    model = merge_model(None, None, parse_model_args(args.model), "--model")
+    settings = settings_from(args)  # --model, else AREAL_CONF_MODEL; the GPU likewise
+    model = merge_model(None, None, settings.model, settings.model_from)
     engine = args.engine or default_engine(args.backend)
     check_engine_name(engine)
     check_engine_kind(engine, args.backend)
@@ -180,9 +181,9 @@ def _layouts(args: argparse.Namespace) -> None:
             hint="add --rank",
         )
     if args.rank:
-        _ranked_layouts(args, model, engine)
+        _ranked_layouts(args, settings, model, engine)
         return
-    gpu_memory_gb = _gpu_memory_gb(args)
+    gpu_memory_gb = gpu_memory_of(settings)[0]
     found = layouts(args.backend, args.gpus, model=model, max_tp=args.max_tp)
     shown = found
     if args.fits:
@@ -205,11 +206,6 @@ def _layouts(args: argparse.Namespace) -> None:
         print("\n".join(shown))
 
 
-def _gpu_memory_gb(args: argparse.Namespace) -> float:
-    """--gpu-memory-gb, else --gpu's memory, else the environment's, else the default."""
-    return gpu_memory_of(settings_from(args))[0]
-
-
 def _nothing_fits(args: argparse.Namespace, gpu_memory_gb: float) -> None:
     hint = "more --gpus, a larger --gpu-memory-gb"
     if not args.gradient_checkpointing and BACKENDS[args.backend].kind == "training":
@@ -229,13 +225,15 @@ def _no_layout(args: argparse.Namespace) -> None:
     )
 
 
-def _ranked_layouts(args: argparse.Namespace, model: dict[str, Any], engine: str) -> None:
+def _ranked_layouts(
+    args: argparse.Namespace, settings: Settings, model: dict[str, Any], engine: str
+) -> None:
     from areal_conf.model.shape import shape_of
     from areal_conf.perf.speed import gpu_for_speed
 
     shape = shape_of(model)
-    gpu, said = gpu_for_speed(settings_from(args).gpu)
-    gpu_memory_gb = _gpu_memory_gb(args)
+    gpu, said = gpu_for_speed(settings.gpu)
+    gpu_memory_gb = gpu_memory_of(settings)[0]
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
     if BACKENDS[args.backend].kind == "inference":
         _ranked_inference(args, shape, gpu, said, engine, per_node)

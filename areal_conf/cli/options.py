@@ -7,13 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from areal_conf.advise.sweeps import parse_model_args
-from areal_conf.settings import (
-    DEFAULT_GPU_MEMORY_GB,
-    Settings,
-    from_environment,
-    positive_gb,
-)
+from areal_conf.settings import DEFAULT_GPU_MEMORY_GB, KNOBS, Settings, from_environment
 
 #: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
 #: every estimate stays a finite float.
@@ -24,36 +18,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
     """areal-conf's knobs: the environment's, with this command line's options on top."""
     from areal_conf.areal.versions import supported_version
 
-    env = from_environment()
     version = getattr(args, "areal_version", None)
     if version is not None:
         supported_version(version, where="--areal-version")
-    gb_text = getattr(args, "gpu_memory_gb", None)
-    gb = None if gb_text is None else positive_gb(gb_text, "--gpu-memory-gb")
-    gb_from = "--gpu-memory-gb"
-    gpu = getattr(args, "gpu", None)
-    if gpu is not None:
-        from areal_conf.model.hardware import hardware
-
-        known = hardware(gpu, "--gpu")
-        if gb is None:
-            gb, gb_from = known.hbm_gb, f"--gpu {gpu}"
-    model = parse_model_args(getattr(args, "model", None) or [])
-    response = getattr(args, "mean_response_tokens", None)
-    if response is not None:
-        from areal_conf.settings import positive_tokens
-
-        response = positive_tokens(response, "--mean-response-tokens")
-    return Settings(
-        areal_version=version,
-        gpu=gpu if gpu is not None else env.gpu,
-        gpu_memory_gb=gb if gb is not None else env.gpu_memory_gb,
-        gpu_memory_from=gb_from if gb is not None else env.gpu_memory_from,
-        model=model or env.model,
-        model_from="--model" if model else env.model_from,
-        mean_response_tokens=response if response is not None else env.mean_response_tokens,
-        machine_gpus=env.machine_gpus,
-    )
+    flags = {knob.field: getattr(args, knob.field, None) for knob in KNOBS}
+    return from_environment(areal_version=version, flags=flags)
 
 
 def add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
