@@ -25,7 +25,7 @@ from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.plan.plan import Plan
-from areal_conf.rules.checks import Context, gpu_memory, pasteable
+from areal_conf.rules.context import Context, gpu_memory, pasteable
 from areal_conf.rules.engines import parse_engines
 from areal_conf.rules.fit import Outcome, Recheck
 from areal_conf.rules.fixes import FixCheck, checked_hint

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.rules.checks import Context
 from areal_conf.rules.common import SCHEDULER_NAME, v1_awex
+from areal_conf.rules.context import Context
 from areal_conf.spec.allocation import ModelAllocation
 
 

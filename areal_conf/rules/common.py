@@ -7,7 +7,7 @@ from typing import Final
 
 from areal_conf.config.run_config import EngineSection
 from areal_conf.plan.plan import EnginePlan
-from areal_conf.rules.checks import Context
+from areal_conf.rules.context import Context
 
 #: How messages name each scheduler.
 SCHEDULER_NAME: Final = {"local": "local", "slurm": "Slurm", "ray": "Ray"}
@@ -30,3 +30,30 @@ def v1_awex(ctx: Context) -> bool:
 
 def engine_section(ctx: Context, e: EnginePlan) -> EngineSection:
     return ctx.run.engines[e.name]
+
+
+def shape_hint(ctx: Context) -> str:
+    """How to give the model's shape, for this kind of config."""
+    from areal_conf.model.shape import SHAPE_HINT
+
+    if ctx.run.own_config:
+        return (
+            "set model.hf_config to the model's config.json, its directory or its Hugging "
+            "Face id (or AREAL_CONF_MODEL)"
+        )
+    return SHAPE_HINT
+
+
+def own_model(ctx: Context, e: EnginePlan) -> str | None:
+    """The model an engine runs when it is not the actor's (a teacher's ``path``)."""
+    run = ctx.run
+    actor_path = run.actor.path if run.actor is not None else None
+    path: object = None
+    if e.name == "teacher":
+        teacher_path = run.teacher.path if run.teacher is not None else None
+        path = teacher_path or run.engines["teacher"].path
+    elif e.name not in ("rollout", "actor"):
+        path = run.engines[e.name].path
+    if isinstance(path, str) and path and path != actor_path:
+        return path
+    return None

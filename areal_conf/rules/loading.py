@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from areal_conf.config.run_config import EngineSection, Teacher
+from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.rules.checks import Context, same_gpus_layout
 from areal_conf.rules.common import quoted
+from areal_conf.rules.context import Context
 from areal_conf.spec.backends import join_or
 
 CONTROLLERS: Final = ("v1", "v2")
@@ -19,76 +19,6 @@ COMPUTE_DTYPES: Final = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16
 
 
 STORAGE_DTYPES: Final = ("float32", "bfloat16", "fp32", "bf16")
-
-
-def check_teacher(ctx: Context) -> None:
-    """E1 (a 1.0 flat teacher), E2 (engine_type), E3 (its subsection); W5, W9."""
-    teacher = ctx.run.teacher
-    if teacher is None:
-        return
-    if teacher.flat_keys:
-        raise _flat_teacher(teacher)
-    if teacher.engine_type not in ("rollout", "train"):
-        raise AllocationError(
-            f"teacher.engine_type: {quoted(teacher.engine_type)} is not a teacher layout",
-            teacher.engine_type if isinstance(teacher.engine_type, str) else None,
-            None,
-            hint="teacher.engine_type=rollout (an inference teacher under teacher.rollout, "
-            "the default) or teacher.engine_type=train (a training teacher under teacher.train)",
-        )
-    layout = str(teacher.engine_type)
-    present = teacher.has_rollout if layout == "rollout" else teacher.has_train
-    if not present:
-        other = "train" if layout == "rollout" else "rollout"
-        has_other = teacher.has_train if layout == "rollout" else teacher.has_rollout
-        default = " (the default)" if not teacher.engine_type_given else ""
-        fix = (
-            f"teacher.engine_type={other} (the teacher has a teacher.{other} section)"
-            if has_other
-            else "add it, e.g. +teacher.rollout.backend=sglang:d1t2"
-            if layout == "rollout"
-            else "add it, e.g. +teacher.train.backend=fsdp:d1t4"
-        )
-        raise AllocationError(
-            f"teacher.{layout}: teacher.engine_type is {layout}{default} but the teacher has "
-            f"no teacher.{layout} section, which AReaL's loader requires",
-            None,
-            None,
-            hint=fix,
-        )
-    if teacher.has_rollout and teacher.has_train:
-        ctx.warn(
-            f"teacher has both teacher.rollout and teacher.train: teacher.engine_type "
-            f"({layout}) picks teacher.{layout}, the other is not built"
-        )
-    if layout == "train":
-        ctx.warn(
-            "teacher.engine_type train is deprecated: AReaL logs that the train-engine "
-            "teacher is a legacy path and asks to migrate to engine_type rollout "
-            "(an inference teacher under teacher.rollout)"
-        )
-
-
-def _flat_teacher(teacher: Teacher) -> AllocationError:
-    keys = list(teacher.flat_keys)
-    backend = teacher.flat_backend if isinstance(teacher.flat_backend, str) else ""
-    key = "teacher.backend" if "backend" in keys else f"teacher.{keys[0]}"
-    moved = ", ".join(k for k in keys if k not in ("backend", "path"))
-    backend_text = f'"{backend}"' if backend else "<a training layout>"
-    inference = same_gpus_layout(backend, "inference")
-    return AllocationError(
-        f"{key}: AReaL 2.0 has no flat teacher: its loader rejects "
-        f"{', '.join('teacher.' + k for k in keys[:3])}{', ...' if len(keys) > 3 else ''} "
-        "(ConfigKeyError); a teacher is now an inference engine under teacher.rollout or a "
-        "training engine under teacher.train",
-        hint="AReaL 2.0 nests a training teacher: set teacher.engine_type: train and move the "
-        f"engine under teacher.train (teacher.train.backend: {backend_text}, teacher.train.path "
-        "(the model, as teacher.path)"
-        + (f", and the other engine keys: {moved}" if moved else "")
-        + "); teacher.path, offload, rl_loss_weight and distill_loss_weight stay. Or serve "
-        f'the teacher for inference: teacher.rollout.backend: "{inference}" (engine_type '
-        "rollout, the default)",
-    )
 
 
 def check_load_keys(ctx: Context) -> None:

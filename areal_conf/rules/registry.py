@@ -20,21 +20,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from areal_conf.rules.awex import check_awex_sharing
-from areal_conf.rules.checks import (
-    Context,
-    capacity_everywhere,
-    check_engine_memory,
-    check_kinds,
-    check_teacher_layout_1_0,
-    colocate,
-    parse_all,
-    place_engines,
-    predict_step_times,
-    read_model,
-)
-from areal_conf.rules.colocation import colocate_2_0, count_workers, ignore_v2_rollout_colocation
-from areal_conf.rules.loading import check_delta_minibatches, check_load_keys, check_teacher
+from areal_conf.rules.backends import check_backends, check_backends_and_kinds, check_kinds
+from areal_conf.rules.capacity import capacity_everywhere, place_engines
+from areal_conf.rules.colocation import colocate, colocate_2_0, ignore_v2_rollout_colocation
+from areal_conf.rules.context import Context
+from areal_conf.rules.loading import check_delta_minibatches, check_load_keys
+from areal_conf.rules.memory import check_engine_memory
+from areal_conf.rules.model import read_model
 from areal_conf.rules.scheduling import check_ray_specs, check_scheduler, check_scheduler_gpus
+from areal_conf.rules.speed import predict_step_times
+from areal_conf.rules.teacher import check_teacher, check_teacher_layout_1_0
 from areal_conf.rules.weights import (
     check_awex_backends,
     check_colocated_weight_update,
@@ -45,13 +40,16 @@ from areal_conf.rules.weights import (
     check_routed_experts,
     check_v1_weight_update,
 )
+from areal_conf.rules.workers import count_workers
 
-#: The topics rules belong to, in the order the table shows them.
+#: The topics rules belong to: each is the module of :mod:`areal_conf.rules` that holds
+#: its rules (``teacher``: :mod:`areal_conf.rules.teacher`).
 TOPICS: Final = (
     "teacher",
     "loading",
     "backends",
     "weights",
+    "awex",
     "workers",
     "colocation",
     "scheduling",
@@ -87,14 +85,6 @@ class Rule:
         if self.schedulers and ctx.column not in self.schedulers:
             return False
         return ctx.run.rl or not self.rl_only
-
-
-def _parse_and_kinds(ctx: Context) -> None:
-    parse_all(ctx, check_kinds=True)
-
-
-def _parse(ctx: Context) -> None:
-    parse_all(ctx, check_kinds=False)
 
 
 #: Every rule, in the order AReaL meets them.
@@ -145,7 +135,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "backends",
         "each engine's backend string, and that its kind (inference or training) is its role's",
         ("1.0",),
-        _parse_and_kinds,
+        check_backends_and_kinds,
         "AReaL 1.0.4: api/alloc_mode.py:286 (ModelAllocation.from_str), "
         "trainer/rl_trainer.py:132-185, 919, 946, 1013",
     ),
@@ -154,7 +144,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "backends",
         "each engine's backend string",
         ("2.0",),
-        _parse,
+        check_backends,
         "api/alloc_mode.py:286 (ModelAllocation.from_str), trainer/rl_trainer.py:124-224",
     ),
     Rule(
@@ -274,7 +264,7 @@ RULES: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         "awex-sharing",
-        "weights",
+        "awex",
         "v1 AWEX's rollout runs on the actor's GPUs",
         ("2.0",),
         check_awex_sharing,

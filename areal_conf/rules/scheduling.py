@@ -10,8 +10,8 @@ from areal_conf.areal.local_gpus import CUDA_ENV
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.awex import scaled_layout
-from areal_conf.rules.checks import Context
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text, quoted
+from areal_conf.rules.context import Context
 
 SCHEDULERS: Final = ("local", "slurm", "ray")
 

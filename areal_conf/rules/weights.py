@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Final
 
 from areal_conf.errors import ConfigError
-from areal_conf.rules.checks import Context
 from areal_conf.rules.common import quoted, v1_awex
+from areal_conf.rules.context import Context
 
 COLOCATED_UPDATES: Final = ("disk", "awex")  # weight updates that reach a colocated rollout
 V1_UPDATES: Final = ("disk", "xccl", "awex")

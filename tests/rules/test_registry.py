@@ -25,6 +25,12 @@ def test_each_rule_has_a_topic_a_version_and_where_areal_makes_it() -> None:
         assert set(rule.schedulers) <= {"any", "null", "local", "slurm", "ray"}, rule.id
 
 
+def test_each_rule_lives_in_the_module_of_its_topic() -> None:
+    """A reader finds a rule's home from its topic: ``areal_conf.rules.<topic>``."""
+    for rule in RULES:
+        assert rule.run.__module__ == f"areal_conf.rules.{rule.topic}", rule.id
+
+
 def test_docs_rules_md_is_the_registry_s_table() -> None:
     page = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert rules_table() in page, (
