@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from areal_conf.command.check import check_command
     from areal_conf.config.run_reading import Reading
-    from areal_conf.errors import AllocationError
+    from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError
     from areal_conf.hydra.app import run_validated
     from areal_conf.model.hardware import HARDWARE, Hardware
     from areal_conf.perf.decode import DecodeThroughput, decode_throughput
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
+    "BackendSyntaxError": "areal_conf.errors",
+    "ConfigError": "areal_conf.errors",
     "Settings": "areal_conf.settings",
     "Reading": "areal_conf.config.run_reading",
     "Plan": "areal_conf.plan.plan",
@@ -69,6 +71,8 @@ _EXPORTS = {
 __all__ = [
     "HARDWARE",
     "AllocationError",
+    "BackendSyntaxError",
+    "ConfigError",
     "DecodeThroughput",
     "EnginePlan",
     "Hardware",

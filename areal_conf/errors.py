@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 class AllocationError(ValueError):
@@ -64,12 +64,14 @@ class AllocationError(ValueError):
             lines.append(f"rule: {self.rule}")
         return "\n".join(lines)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields, whatever its class's __init__ takes (an error crosses
+        # processes in a launcher's results).
+        return (_rebuilt, (type(self), dict(self.__dict__)))
+
     def _changed(self, **fields: object) -> AllocationError:
         """A copy of this error (of its own class) with ``fields`` changed."""
-        err = copy.copy(self)
-        err.__dict__.update(fields)
-        err.args = (err._render(),)
-        return err
+        return _rebuilt(type(self), {**self.__dict__, **fields})
 
     def with_hint(self, hint: str) -> AllocationError:
         """The same error with another hint (a fix spelled for the config at hand)."""
@@ -84,6 +86,38 @@ class AllocationError(ValueError):
         if self.key is not None:
             return self
         return self._changed(reason=f"{key}: {self.reason}", key=key)
+
+
+def _rebuilt(kind: type[AllocationError], fields: dict[str, Any]) -> AllocationError:
+    """An error of class ``kind`` with ``fields``, its message rendered from them."""
+    err = kind.__new__(kind)
+    err.__dict__.update(fields)
+    err.args = (err._render(),)
+    return err
+
+
+class BackendSyntaxError(AllocationError):
+    """An AllocationError in the text of one backend string: ``spec`` is the text and
+    ``span`` the characters at fault (None: the string as a whole, e.g. a size too
+    large). Raised by the parser; a config's check adds the key it came from."""
+
+    def __init__(
+        self,
+        reason: str,
+        spec: str = "",
+        position: int | None = None,
+        *,
+        length: int = 1,
+        hint: str = "",
+    ) -> None:
+        super().__init__(reason, spec, position, length=length, hint=hint)
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """The characters at fault, as ``spec[start:end]``."""
+        if self.position is None:
+            return None
+        return self.position, min(len(str(self.spec)), self.position + self.length)
 
 
 class ConfigError(AllocationError):

@@ -488,6 +488,8 @@ NO_ARGUMENTS = {
     "StepTime": "a result record step_time builds; it computes nothing",
     "ModelAllocation": "a record (a NamedTuple, built by the parser); the functions that "
     "take one check it (the EDGES hold broken ones)",
+    "BackendSyntaxError": "an AllocationError the parser raises; its fields are the raiser's",
+    "ConfigError": "an AllocationError about a config as a whole; its fields are the raiser's",
     "Plan": "a result record validate builds",
     "EnginePlan": "a result record validate builds",
     "Validation": "a result record validate builds",

@@ -16,7 +16,7 @@ import difflib
 import re
 from typing import Final
 
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, BackendSyntaxError
 from areal_conf.spec import strategy
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import (
@@ -42,7 +42,7 @@ _DIMS_EXAMPLE: Final = "dimensions are d (data), t (tensor), p (pipeline), c (co
 _Dims = dict[str, tuple[int, int, int]]
 
 
-class LegacySyntax(AllocationError):
+class LegacySyntax(BackendSyntaxError):
     """A string in the multi-engine ``allocation_mode`` syntax where one backend belongs.
 
     The hint says to give each engine its own backend; the public parser adds the
@@ -142,7 +142,7 @@ class _Scanner:
     def fail(
         self, reason: str, position: int | None, *, length: int = 1, hint: str = ""
     ) -> AllocationError:
-        return AllocationError(reason, self.spec, position, length=length, hint=hint)
+        return BackendSyntaxError(reason, self.spec, position, length=length, hint=hint)
 
     def expect(self, char: str, what: str, hint: str) -> None:
         found = self.peek()

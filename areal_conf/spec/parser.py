@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError
 from areal_conf.overrides import shell_line
 from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.spec.backends import BACKENDS, join_or
@@ -69,7 +69,8 @@ def _with_translation(err: LegacySyntax, teacher_layout: str | None) -> Allocati
     except AllocationError:
         translation = ""
     hint = err.hint + (f"; as overrides: {translation}" if translation else "")
-    return AllocationError(err.reason, err.spec, err.position, length=err.length, hint=hint)
+    spec = str(err.spec)
+    return BackendSyntaxError(err.reason, spec, err.position, length=err.length, hint=hint)
 
 
 def _not_a_string(spec: object) -> AllocationError:

@@ -575,3 +575,38 @@ def test_backend_suggestion_keeps_only_the_text_from_the_colon(spec: str, hint: 
     with pytest.raises(AllocationError) as info:
         parse_backend(spec)
     assert info.value.hint == hint
+
+
+@pytest.mark.parametrize(
+    ("spec", "fault"),
+    [
+        ("fsdp:d4x", "x"),
+        ("fsdp:d4p2", "p2"),
+        ("sglang:d4+fsdp:d4", "+"),
+        ("nope:d4", "nope"),
+    ],
+)
+def test_an_error_in_a_backend_string_is_a_syntax_error_with_its_span(
+    spec: str, fault: str
+) -> None:
+    """Errors as data: the class says the text is at fault, ``span`` where."""
+    from areal_conf.errors import BackendSyntaxError
+
+    with pytest.raises(BackendSyntaxError) as info:
+        parse_backend(spec)
+    assert info.value.spec == spec and info.value.span is not None
+    start, end = info.value.span
+    assert spec[start:end] == fault
+
+
+def test_a_config_s_bad_backend_is_a_syntax_error_naming_its_key_and_rule() -> None:
+    from areal_conf import validate
+    from areal_conf.errors import BackendSyntaxError
+
+    with pytest.raises(BackendSyntaxError) as info:
+        validate({"actor": {"backend": "fsdp:d4x"}}, areal_version="2.0")
+    assert (info.value.key, info.value.rule, info.value.span) == (
+        "actor.backend",
+        "backend",
+        (7, 8),
+    )

@@ -1,0 +1,63 @@
+"""AllocationError and its classes as data: what each holds, and that a copy, a changed
+hint or key, or a trip through pickle (a launcher's results cross processes) keeps the
+class, every field and the message."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from areal_conf import AllocationError, parse_backend, validate
+from areal_conf.config.known_keys import UnknownKey
+from areal_conf.errors import BackendSyntaxError, ConfigError
+
+
+def _raised(call: object) -> AllocationError:
+    with pytest.raises(AllocationError) as info:
+        call()  # type: ignore[operator]
+    return info.value
+
+
+ERRORS = {
+    "backend syntax": lambda: _raised(lambda: parse_backend("fsdp:d4x")),
+    "config rule": lambda: _raised(
+        lambda: validate({"scheduler": {"type": "k"}, "actor": {"backend": "fsdp:d8"}})
+    ),
+    "config as a whole": lambda: ConfigError("cluster: too small", hint="add nodes"),
+    "unknown key": lambda: _raised(
+        lambda: validate({"actor": {"backend": "fsdp:d8", "nope": 1}}, areal_version="2.0")
+    ),
+    "in a config key": lambda: _raised(
+        lambda: validate({"actor": {"backend": "fsdp:d4x"}}, areal_version="2.0")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_an_error_survives_a_copy_a_change_and_pickle(name: str) -> None:
+    err = ERRORS[name]()
+    for other in (
+        copy.copy(err),
+        pickle.loads(pickle.dumps(err)),
+        err.with_hint(err.hint + " (changed)").with_hint(err.hint),
+    ):
+        assert type(other) is type(err)
+        assert str(other) == str(err)
+        assert other.__dict__ == err.__dict__
+
+
+def test_the_classes_say_what_is_at_fault() -> None:
+    assert isinstance(ERRORS["backend syntax"](), BackendSyntaxError)
+    assert isinstance(ERRORS["in a config key"](), BackendSyntaxError)
+    assert isinstance(ERRORS["unknown key"](), UnknownKey)
+    assert ERRORS["config rule"]().rule == "scheduler-type"
+    assert ERRORS["unknown key"]().rule is None  # found before any rule runs
+
+
+def test_a_key_given_later_keeps_the_class_and_the_span() -> None:
+    err = ERRORS["backend syntax"]()
+    named = err.with_context("actor.backend")
+    assert isinstance(named, BackendSyntaxError) and named.span == err.span == (7, 8)
+    assert str(named).startswith("actor.backend: unknown dimension 'x'")
