@@ -225,6 +225,36 @@ def test_forbidden_imports(rule: Forbidden) -> None:
     assert not broken, f"{rule.why}: {broken}"
 
 
+#: The modules of the core the plugin may import: the public API, the names it shares at
+#: Hydra's start, and the interface made for it.
+PLUGIN_IMPORTS = ("areal_conf", "areal_conf.hydra_names", "areal_conf.hydra.plugin_api")
+
+
+def test_the_plugin_imports_only_the_core_s_interface() -> None:
+    """The plugin reads the core through :data:`PLUGIN_IMPORTS`, so the core's modules
+    can move without touching it."""
+    broken = []
+    for module, path in MODULES.items():
+        if not module.startswith("hydra_plugins."):
+            continue
+        for imported, line in imports_of(module, path):
+            core = imported == "areal_conf" or imported.startswith("areal_conf.")
+            public = imported in PLUGIN_IMPORTS or imported.rpartition(".")[0] in PLUGIN_IMPORTS
+            if core and not public:
+                broken.append(f"{module} line {line}: {imported}")
+    assert not broken, broken
+
+
+def test_each_name_of_the_plugin_s_interface_is_its_module_s() -> None:
+    import importlib
+
+    from areal_conf.hydra import plugin_api
+
+    assert sorted(plugin_api.__all__) == sorted(plugin_api._EXPORTS)
+    for name, module in plugin_api._EXPORTS.items():
+        assert getattr(plugin_api, name) is getattr(importlib.import_module(module), name)
+
+
 def test_no_import_cycles() -> None:
     """Redundant with the layers while they hold, but it names the cycle."""
     graph: dict[str, set[str]] = {

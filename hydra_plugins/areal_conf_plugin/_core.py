@@ -31,9 +31,8 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from areal_conf.advise.sweeps import check_sweep_sizes
-from areal_conf.errors import AllocationError
-from areal_conf.hydra.job_overrides import job_overrides_line, user_override
+from areal_conf import AllocationError
+from areal_conf.hydra.plugin_api import check_sweep_sizes, job_overrides_line, user_override
 from hydra_plugins.areal_conf_plugin._compose import SweepLoader
 from hydra_plugins.areal_conf_plugin._configs import LAYOUTS_SWEEPER_TARGET
 from hydra_plugins.areal_conf_plugin._handover import (
@@ -45,7 +44,7 @@ from hydra_plugins.areal_conf_plugin._handover import (
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
 if TYPE_CHECKING:
-    from areal_conf.plan.plan import Plan
+    from areal_conf import Plan
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +143,7 @@ def interrupted_sweep(exc: KeyboardInterrupt, launched: int) -> KeyboardInterrup
     account (its driver got the signal) as it is, else whether any job was started."""
     import signal
 
-    from areal_conf.hydra.app import NOTHING_STARTED, Interrupted
+    from areal_conf.hydra.plugin_api import NOTHING_STARTED, Interrupted
 
     if isinstance(exc, Interrupted) and exc.what != NOTHING_STARTED:
         return exc
@@ -354,9 +353,8 @@ def _compose_and_validate(
     each failure stays with its job. ``whole_sweep``: the jobs are every job of a sweep
     launched in several batches (the message says so); ``for_later_batches``: what is
     kept stays kept past the end of the current batch."""
-    from areal_conf.config.known_keys import UnknownKey
-    from areal_conf.errors import AllocationError
-    from areal_conf.progress import Progress
+    from areal_conf import AllocationError
+    from areal_conf.hydra.plugin_api import Progress, UnknownKey
 
     loader = launcher.loader
     assert loader is not None
@@ -406,7 +404,7 @@ def composition_failure(
     """Why Hydra could not compose a job, in Hydra's words (its message, or that of the
     OmegaConf error it wraps without one); an override of a key the config lacks, with
     the key it may mean (``loader`` composes the job without it to find it)."""
-    from areal_conf.config.known_keys import missing_key, refused_override
+    from areal_conf.hydra.plugin_api import missing_key, refused_override
 
     override = refused_override(str(err), overrides)
     if override is not None and loader is not None:
@@ -430,9 +428,8 @@ def _without(loader: SweepLoader, overrides: Sequence[str], override: str) -> Di
 def _version() -> str | None:
     """The AReaL version whose rules validate the jobs (None: the choice is invalid, as
     validation will say)."""
-    from areal_conf.areal.versions import choose_rules
-    from areal_conf.errors import AllocationError
-    from areal_conf.settings import default_settings
+    from areal_conf import AllocationError
+    from areal_conf.hydra.plugin_api import choose_rules, default_settings
 
     try:
         return choose_rules(default_settings().areal_version).version
@@ -445,7 +442,7 @@ def areal_section(job_cfg: DictConfig, root: str) -> Any:
     (``hydra.launcher.config_root``), "" for the whole config."""
     if not root:
         return job_cfg
-    from areal_conf.errors import AllocationError
+    from areal_conf import AllocationError
 
     section = OmegaConf.select(job_cfg, root, default=None)
     if not isinstance(section, DictConfig):
@@ -488,7 +485,7 @@ def unvalidated_notice(nums: Sequence[int], total: int, root: str) -> str:
 
 
 def _validate(job_cfg: DictConfig) -> Plan:
-    from areal_conf.validation import validate
+    from areal_conf import validate
 
     return validate(job_cfg).plan_only()  # kept for every job until the sweep starts
 
@@ -497,7 +494,7 @@ def is_areal_config(cfg: Any) -> bool:
     """True when ``cfg`` has an engine (a role section, or any top-level section with a
     ``backend``) or ``allocation_mode``; another application's sweep through this
     launcher is not validated."""
-    from areal_conf.config.reading import has_engines
+    from areal_conf.hydra.plugin_api import has_engines
 
     return has_engines(cfg)
 

@@ -72,7 +72,7 @@ class SweepRecord:
             cls.hydra_save["attribute"].__func__(config, f, resolve)
             return
         cls.disarm()
-        from areal_conf.files import write_atomic
+        from areal_conf.hydra.plugin_api import write_atomic
 
         write_atomic(f, OmegaConf.to_yaml(config, resolve=resolve))
 

@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.errors import ConfigCompositionException
 
-from areal_conf.advise.sweeps import (
+from areal_conf import AllocationError
+from areal_conf.hydra.plugin_api import (
     EngineSweep,
     check_engine,
     check_ranking,
     check_sweep_sizes,
     engine_layouts,
+    hydra_value,
 )
-from areal_conf.errors import AllocationError
-from areal_conf.overrides import hydra_value
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -171,7 +171,7 @@ def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
 def _summary(found: EngineSweep, others: list[str]) -> str:
     items = list(found.layouts)
     if found.seconds:
-        from areal_conf.plan.report import seconds_text
+        from areal_conf.hydra.plugin_api import seconds_text
 
         items = [
             f"{spec} ({seconds_text(s)} s{'' if fit else ', does not fit'})"

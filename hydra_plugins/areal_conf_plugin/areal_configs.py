@@ -58,19 +58,19 @@ def configs() -> dict[str, str]:
 
 
 def _allocation(*, _parent_: Any, _root_: Any) -> Any:
-    from areal_conf.hydra.resolvers import engine_allocation
+    from areal_conf.hydra.plugin_api import engine_allocation
 
     return engine_allocation(_parent_, _root_)
 
 
 def _alloc(spec: Any) -> Any:
-    from areal_conf.hydra.resolvers import alloc
+    from areal_conf.hydra.plugin_api import alloc
 
     return alloc(spec)
 
 
 def _world_size(spec: Any) -> Any:
-    from areal_conf.hydra.resolvers import world_size
+    from areal_conf.hydra.plugin_api import world_size
 
     return world_size(spec)
 
