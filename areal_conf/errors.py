@@ -77,6 +77,10 @@ class AllocationError(ValueError):
         """The same error with another hint (a fix spelled for the config at hand)."""
         return self if hint == self.hint else self._changed(hint=hint)
 
+    def with_rule(self, rule: str) -> AllocationError:
+        """The same error, as refused by the rule with id ``rule`` (its last line says so)."""
+        return self if rule == self.rule else self._changed(rule=rule)
+
     def with_context(self, key: str) -> AllocationError:
         """The same error, its first line prefixed with the config key it came from.
 

@@ -242,15 +242,10 @@ def _size_key(item: str) -> bool:
 #: AReaL version (``--areal-version``, ``AREAL_CONF_AREAL_VERSION``) is not here: which
 #: rules apply is :func:`areal_conf.areal.versions.choose_rules`'s to decide.
 KNOBS: Final = (
-    Knob("gpu_memory_gb", GPU_MEMORY_ENV, "--gpu-memory-gb", lambda v, w: positive_gb(v, w)),
+    Knob("gpu_memory_gb", GPU_MEMORY_ENV, "--gpu-memory-gb", positive_gb),
     Knob("gpu", GPU_ENV, "--gpu", _known_gpu),
     Knob("model", MODEL_ENV, "--model", read_model_setting),
-    Knob(
-        "mean_response_tokens",
-        MEAN_RESPONSE_ENV,
-        "--mean-response-tokens",
-        lambda v, w: positive_tokens(v, w),
-    ),
+    Knob("mean_response_tokens", MEAN_RESPONSE_ENV, "--mean-response-tokens", positive_tokens),
 )
 
 

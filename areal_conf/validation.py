@@ -55,7 +55,8 @@ class Validation(Plan):
 def validate(
     cfg: Any, *, areal_version: str | None = None, settings: Settings | None = None
 ) -> Validation:
-    """Check a composed config and return its allocation plan.
+    """Check a composed config and return its allocation plan: a :class:`Validation`,
+    the plan with the config as read, the settings and the model's shape.
 
     ``areal_version`` (``"1.0"``, ``"2.0"``) chooses AReaL's rules, as ``--areal-version``
     does (so does ``settings.areal_version``; given both, they must agree); otherwise
@@ -179,7 +180,7 @@ def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError
         try:
             rule.run(ctx)
         except AllocationError as err:
-            return rule, err if err.rule else err._changed(rule=rule.id)
+            return rule, err if err.rule else err.with_rule(rule.id)
         if rule.id == until:
             break
     return None
