@@ -16,12 +16,15 @@ class AllocationError(ValueError):
     the input came from once :meth:`with_context` has named it, ``variable`` the
     environment variable it came from (see :func:`from_variable`), ``rule`` the id of
     the rule of a config that refused it (``colocation``; docs/rules.md lists them),
-    printed as the message's last line.
+    printed as the message's last line, and ``fixes`` each fix of the hint that passes
+    the whole check of that config, as the overrides to apply (``("++enable_offload=true",)``;
+    empty where the hint's fixes were not checked).
     """
 
     key: str | None = None
     variable: str | None = None
     rule: str | None = None
+    fixes: tuple[tuple[str, ...], ...] = ()
 
     def __init__(
         self,
@@ -76,6 +79,10 @@ class AllocationError(ValueError):
     def with_hint(self, hint: str) -> AllocationError:
         """The same error with another hint (a fix spelled for the config at hand)."""
         return self if hint == self.hint else self._changed(hint=hint)
+
+    def with_fixes(self, fixes: tuple[tuple[str, ...], ...]) -> AllocationError:
+        """The same error with ``fixes``, the overrides of each fix that passes."""
+        return self if fixes == self.fixes else self._changed(fixes=fixes)
 
     def with_rule(self, rule: str) -> AllocationError:
         """The same error, as refused by the rule with id ``rule`` (its last line says so)."""

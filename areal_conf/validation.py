@@ -28,7 +28,7 @@ from areal_conf.plan.plan import Plan
 from areal_conf.rules.context import Context, gpu_memory, pasteable
 from areal_conf.rules.engines import parse_engines
 from areal_conf.rules.fit import Outcome, Recheck
-from areal_conf.rules.fixes import FixCheck, checked_hint
+from areal_conf.rules.fixes import FixCheck, check_hint
 from areal_conf.rules.registry import Rule, rules_for
 from areal_conf.settings import Settings, default_settings, optional_settings
 from areal_conf.spec.model_checks import validate_model
@@ -166,9 +166,12 @@ def _one_version(argument: str, in_settings: str) -> None:
 
 def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> AllocationError:
     """``error`` with ``hint`` (its fix spelled for the config), each fix in it checked
-    by the whole check (:func:`areal_conf.rules.fixes.checked_hint`)."""
-    checked = checked_hint(hint, check)
-    return error if checked is None else error.with_hint(checked)
+    by the whole check (:func:`areal_conf.rules.fixes.check_hint`), and the fixes that
+    pass as data (``error.fixes``)."""
+    checked = check_hint(hint, check)
+    if checked.text is None:
+        return error
+    return error.with_hint(checked.text).with_fixes(checked.fixes)
 
 
 def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError] | None:

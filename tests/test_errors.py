@@ -61,3 +61,28 @@ def test_a_key_given_later_keeps_the_class_and_the_span() -> None:
     named = err.with_context("actor.backend")
     assert isinstance(named, BackendSyntaxError) and named.span == err.span == (7, 8)
     assert str(named).startswith("actor.backend: unknown dimension 'x'")
+
+
+def test_each_fix_of_an_error_is_data_and_passes_when_applied() -> None:
+    """``err.fixes``: the hint's fixes that pass the whole check, as overrides to apply."""
+    from _helpers import with_overrides
+
+    cfg = {
+        "actor": {"backend": "fsdp:d8"},
+        "rollout": {
+            "backend": "sglang:d8",
+            "scheduling_strategy": {"type": "colocation", "target": "actor"},
+        },
+        "scheduler": {"type": "local"},
+    }
+    with pytest.raises(AllocationError) as info:
+        validate(cfg, areal_version="2.0")
+    err = info.value
+    assert err.rule == "enable-offload" and len(err.fixes) == 2
+    for fix in err.fixes:
+        assert " ".join(fix) in err.hint
+        validate(with_overrides(cfg, fix), areal_version="2.0")  # passes
+
+
+def test_an_error_whose_fixes_were_not_checked_has_none() -> None:
+    assert ERRORS["backend syntax"]().fixes == ()

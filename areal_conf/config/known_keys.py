@@ -267,9 +267,6 @@ class UnknownKey(AllocationError):
     right: str | None = None
     right_present: bool = False
 
-    def with_hint(self, hint: str) -> UnknownKey:
-        """The same error with another hint (its fixes checked by the whole check)."""
-        return _unknown(self.reason, hint, self.key, self.right, self.right_present)
 
     def given_by(self, overrides: Sequence[str]) -> str | None:
         """The override of ``overrides`` that writes this error's key (or a key under

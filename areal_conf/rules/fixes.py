@@ -96,29 +96,48 @@ def alternatives(hint: str) -> list[Alternative]:
     return found
 
 
+@dataclass(frozen=True)
+class CheckedHint:
+    """A hint with its fixes checked: the text as printed, and each fix that passes the
+    whole check as data (its overrides, as Hydra's command line takes them)."""
+
+    text: str | None
+    fixes: tuple[tuple[str, ...], ...] = ()
+
+
 def checked_hint(hint: str | None, check: FixCheck) -> str | None:
     """``hint`` with each fix made of overrides checked by ``check`` (see the module's
     docstring): kept, completed with the fix of the rule it meets next, or left out."""
+    return check_hint(hint, check).text
+
+
+def check_hint(hint: str | None, check: FixCheck) -> CheckedHint:
+    """:func:`checked_hint`, and the fixes that pass as data."""
     if not hint:
-        return hint
+        return CheckedHint(hint)
     found = alternatives(hint)
     if not found:
-        return hint
+        return CheckedHint(hint)
     parts, separators = split_hint(hint)
     dropped: list[int] = []
+    passing: list[tuple[str, ...]] = []
     first_refusal: AllocationError | None = None
     for alternative in found:
         outcome = _passing(alternative.overrides, check)
         if isinstance(outcome, AllocationError):
             dropped.append(alternative.part)
             first_refusal = first_refusal or outcome
-        elif outcome != alternative.overrides:
+            continue
+        passing.append(outcome)
+        if outcome != alternative.overrides:
             part = parts[alternative.part]
             parts[alternative.part] = (
                 part[: alternative.start] + " ".join(outcome) + part[alternative.end :]
             )
     if len(dropped) == len(found) and first_refusal is not None:
-        return f"{hint} (none of these passes the whole check here: {first_refusal.reason})"
+        return CheckedHint(
+            f"{hint} (none of these passes the whole check here: {first_refusal.reason})"
+        )
     kept = [i for i in range(len(parts)) if i not in dropped]
     text = parts[kept[0]]
     for i in kept[1:]:
@@ -126,7 +145,7 @@ def checked_hint(hint: str | None, check: FixCheck) -> str | None:
         text += separators[i - 1] + parts[i]
     if kept[0] > 0:  # the first part left had followed a separator: "or X" reads "X"
         text = text.strip().removeprefix("or ")
-    return text
+    return CheckedHint(text, tuple(passing))
 
 
 #: How many rules a fix may meet one after the other, each adding its own fix.
