@@ -180,6 +180,7 @@ def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError
     for rule in rules_for(ctx.choice.version):
         if not rule.applies(ctx):
             continue
+        ctx.rule = rule.id
         try:
             rule.run(ctx)
         except AllocationError as err:

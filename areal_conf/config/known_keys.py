@@ -267,7 +267,6 @@ class UnknownKey(AllocationError):
     right: str | None = None
     right_present: bool = False
 
-
     def given_by(self, overrides: Sequence[str]) -> str | None:
         """The override of ``overrides`` that writes this error's key (or a key under
         it), if one does."""

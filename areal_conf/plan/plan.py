@@ -131,6 +131,9 @@ class Plan:
     n_nodes: int
     n_gpus_per_node: int
     warnings: tuple[str, ...] = field(default=())
+    #: The id of the rule that gave each warning, in the same order (None: no rule's,
+    #: e.g. which AReaL version's rules apply).
+    warning_rules: tuple[str | None, ...] = field(default=())
     memory_note: str = ""  # why no engine has a memory estimate, when none has
     rules: RulesChoice | None = None  # the AReaL rules it was checked with
     scheduler: SchedulerRules = field(default_factory=SchedulerRules)
@@ -202,6 +205,7 @@ class Plan:
             },
             "engines": {name: e.to_dict(self.cpu_run) for name, e in self.engines.items()},
             "warnings": list(self.warnings),
+            "warning_rules": list(self.warning_rules),
             "memory_note": self.memory_note or None,
             "model_source": self.model_source or None,
             "speed_note": self.speed_note or None,

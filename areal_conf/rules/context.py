@@ -36,6 +36,9 @@ class Context:
     reading: Reading
     engines: dict[str, EnginePlan] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: The id of the rule running now, and of the rule that gave each warning.
+    rule: str | None = None
+    warned_by: dict[str, str | None] = field(default_factory=dict)
     #: The scheduler's column of rules: local, slurm, ray, null, or any (the version's
     #: rules do not depend on the scheduler).
     column: str = "any"
@@ -88,6 +91,7 @@ class Context:
     def warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)
+            self.warned_by[text] = self.rule
 
     def built(self) -> list[EnginePlan]:
         """The built engines in AReaL's creation order."""
@@ -119,13 +123,16 @@ class Context:
             for name, e in self.engines.items()
         }
         warnings = [pasteable(w, self.run) for w in self.warnings]
-        if self.choice.warning:
+        rules = [self.warned_by.get(w) for w in self.warnings]
+        if self.choice.warning:  # which AReaL version's rules apply: no rule's
             warnings.insert(0, self.choice.warning)
+            rules.insert(0, None)
         return Plan(
             engines,
             self.plan_nodes,
             self.n,
             tuple(warnings),
+            warning_rules=tuple(rules),
             gpus_from=self.gpus_per_node,
             memory_note=self.memory_note,
             rules=self.choice,

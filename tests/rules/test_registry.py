@@ -96,3 +96,18 @@ def test_an_error_before_the_rules_has_no_rule() -> None:
         with pytest.raises(AllocationError) as info:
             validate(cfg, areal_version="2.0")
         assert info.value.rule is None
+
+
+def test_each_warning_carries_the_id_of_the_rule_that_gave_it() -> None:
+    """Warnings are diagnostics too: the plan (and allocation_plan.json) says which rule
+    gave each one."""
+    plan = validate(
+        {"actor": {"backend": "fsdp:d4"}, "rollout": {"backend": "sglang:d4"}}, areal_version="2.0"
+    )
+    assert len(plan.warning_rules) == len(plan.warnings) >= 2
+    by_rule = dict(zip(plan.warning_rules, plan.warnings, strict=True))
+    assert by_rule["scheduler-type"].startswith("scheduler.type is null")
+    assert "scheduling_spec" in by_rule["workers"]
+    ids = {rule.id for rule in RULES}
+    assert all(rule is None or rule in ids for rule in plan.warning_rules)
+    assert plan.to_dict()["warning_rules"] == list(plan.warning_rules)
