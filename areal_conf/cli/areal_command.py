@@ -63,9 +63,9 @@ def add_command_verbs(commands: Any) -> None:
         )
         add_settings_options(
             parser,
-            "the model's shape when actor.path does not give it: hf_config=Qwen/Qwen3-8B (a "
+            "the model's shape when actor.path does not give it: Qwen/Qwen3-8B (a "
             "config.json, a model directory or a Hugging Face id) or sizes such as "
-            "num_layers=48 (environment: AREAL_CONF_MODEL)",
+            "num_layers=48",
         )
         if verb == "sweep":
             parser.add_argument(

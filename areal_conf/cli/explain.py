@@ -105,9 +105,8 @@ def add_explain_command(commands: Any) -> None:
     add_settings_options(
         explain,
         "with --config: the model's shape for the layout and memory checks, e.g. "
-        "--model hf_config=Qwen/Qwen3-8B (a config.json, a model directory or a Hugging Face "
-        "id) or sizes such as num_layers=48; default: from the config's actor.path "
-        "(environment: AREAL_CONF_MODEL)",
+        "--model Qwen/Qwen3-8B (a config.json, a model directory or a Hugging Face "
+        "id) or sizes such as num_layers=48; default: from the config's actor.path",
         when="with --config: ",
         mean_response=False,
     )

@@ -25,31 +25,44 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return from_environment(areal_version=version, flags=flags)
 
 
+#: Each setting's knob (its flag and variable), by the :class:`Settings` field it sets.
+KNOB = {knob.field: knob for knob in KNOBS}
+
+
 def add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
-    """``--model KEY=VALUE [KEY=VALUE ...]``, the same on every verb; repeatable."""
+    """``--model KEY=VALUE [KEY=VALUE ...]`` (or the model's config.json, directory or
+    Hugging Face id), the same on every verb; repeatable."""
+    knob = KNOB["model"]
     parser.add_argument(
-        "--model", metavar="KEY=VALUE", nargs="+", action="extend", default=[], help=help
+        knob.flag,
+        metavar="KEY=VALUE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help=f"{help} (environment: {knob.variable})",
     )
 
 
 def add_gpu_memory_option(parser: argparse.ArgumentParser, when: str = "") -> None:
     """``--gpu-memory-gb``, the same on every verb (``when``: which of the verb's uses)."""
+    knob, gpu = KNOB["gpu_memory_gb"], KNOB["gpu"]
     parser.add_argument(
-        "--gpu-memory-gb",
+        knob.flag,
         metavar="GB",
-        help=f"{when}memory of one GPU in GB (10^9 bytes); default: the --gpu's, else "
-        f"{DEFAULT_GPU_MEMORY_GB:g} (environment: AREAL_CONF_GPU_MEMORY_GB)",
+        help=f"{when}memory of one GPU in GB (10^9 bytes); default: the {gpu.flag}'s, else "
+        f"{DEFAULT_GPU_MEMORY_GB:g} (environment: {knob.variable})",
     )
 
 
 def add_gpu_option(parser: argparse.ArgumentParser) -> None:
     from areal_conf.model.hardware import HARDWARE
 
+    knob, memory = KNOB["gpu"], KNOB["gpu_memory_gb"]
     parser.add_argument(
-        "--gpu",
+        knob.flag,
         metavar="NAME",
         help=f"the GPU by name ({', '.join(HARDWARE)}): its memory counts unless "
-        "--gpu-memory-gb is given (environment: AREAL_CONF_GPU)",
+        f"{memory.flag} is given (environment: {knob.variable})",
     )
 
 
@@ -114,10 +127,10 @@ def add_settings_options(
     if mean_response:
         add_whole_option(
             parser,
-            "--mean-response-tokens",
+            KNOB["mean_response_tokens"].flag,
             2048,
             "the mean response length the predicted step time assumes (default: half of "
-            "gconfig.max_new_tokens; environment: AREAL_CONF_MEAN_RESPONSE_TOKENS)",
+            f"gconfig.max_new_tokens; environment: {KNOB['mean_response_tokens'].variable})",
         )
     add_model_option(parser, model_help)
     if version:
