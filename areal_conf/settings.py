@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,10 +259,7 @@ def _given(values: Mapping[str, Any], *, flags: bool) -> dict[str, tuple[Any, st
         if value is None or value == "" or value == []:
             continue
         where = knob.flag if flags else knob.variable
-        if flags:
-            found[knob.field] = (knob.read(value, where), where)
-            continue
-        with from_variable(knob.variable):
+        with nullcontext() if flags else from_variable(knob.variable):
             found[knob.field] = (knob.read(value, where), where)
     if "gpu" in found and "gpu_memory_gb" not in found:
         from areal_conf.model.hardware import hardware

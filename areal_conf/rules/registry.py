@@ -59,10 +59,6 @@ TOPICS: Final = (
     "speed",
 )
 
-#: The AReaL source the rules' ``source`` lines are read from, unless they name another:
-#: paths relative to ``areal/`` in areal-project/AReaL.
-AREAL_SOURCE: Final = "AReaL 2.0 (commit cbff54d6)"
-
 
 @dataclass(frozen=True)
 class Rule:
