@@ -6,13 +6,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from areal_conf.hints import Fix, Hint, Sentence, as_hint
+
 
 class AllocationError(ValueError):
     """A rejected allocation: what is wrong, where, and how to fix it.
 
     ``spec`` is the offending input, ``position`` the 0-based index of the first
     offending character (``None`` when the error concerns the whole input), ``length``
-    how many characters the caret underlines, ``hint`` the fix, ``key`` the config key
+    how many characters the caret underlines, ``hint`` the fix as printed (``advice``:
+    the same as data, a :class:`areal_conf.hints.Hint`, where it offers overrides),
+    ``key`` the config key
     the input came from once :meth:`with_context` has named it, ``variable`` the
     environment variable it came from (see :func:`from_variable`), ``rule`` the id of
     the rule of a config that refused it (``colocation``; docs/rules.md lists them),
@@ -25,6 +29,7 @@ class AllocationError(ValueError):
     variable: str | None = None
     rule: str | None = None
     fixes: tuple[tuple[str, ...], ...] = ()
+    advice: Hint | None = None
 
     def __init__(
         self,
@@ -33,13 +38,17 @@ class AllocationError(ValueError):
         position: int | None = None,
         *,
         length: int = 1,
-        hint: str = "",
+        hint: str | Hint | Fix | Sentence = "",
     ) -> None:
         self.reason = reason
         self.spec = spec
         self.position = position
         self.length = max(1, length)
-        self.hint = hint
+        if isinstance(hint, str):
+            self.advice, self.hint = None, hint
+        else:
+            self.advice = as_hint(hint)
+            self.hint = self.advice.text()
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -76,9 +85,17 @@ class AllocationError(ValueError):
         """A copy of this error (of its own class) with ``fields`` changed."""
         return _rebuilt(type(self), {**self.__dict__, **fields})
 
-    def with_hint(self, hint: str) -> AllocationError:
-        """The same error with another hint (a fix spelled for the config at hand)."""
-        return self if hint == self.hint else self._changed(hint=hint)
+    def with_hint(self, hint: str | Hint) -> AllocationError:
+        """The same error with another hint (its fixes spelled for the config at hand)."""
+        if isinstance(hint, str):
+            return (
+                self
+                if hint == self.hint and self.advice is None
+                else self._changed(hint=hint, advice=None)
+            )
+        if hint == self.advice:
+            return self
+        return self._changed(hint=hint.text(), advice=hint)
 
     def with_fixes(self, fixes: tuple[tuple[str, ...], ...]) -> AllocationError:
         """The same error with ``fixes``, the overrides of each fix that passes."""
@@ -119,7 +136,7 @@ class BackendSyntaxError(AllocationError):
         position: int | None = None,
         *,
         length: int = 1,
-        hint: str = "",
+        hint: str | Hint | Fix | Sentence = "",
     ) -> None:
         super().__init__(reason, spec, position, length=length, hint=hint)
 
@@ -135,7 +152,7 @@ class ConfigError(AllocationError):
     """An AllocationError about a config as a whole (no input text to point into): the
     reason, and the fix as ``hint``."""
 
-    def __init__(self, reason: str, *, hint: str = "") -> None:
+    def __init__(self, reason: str, *, hint: str | Hint | Fix | Sentence = "") -> None:
         super().__init__(reason, hint=hint)
 
 

@@ -7,10 +7,10 @@ here. No Hydra import: the tests check the results with Hydra's own parser.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 
 from areal_conf.errors import AllocationError
+from areal_conf.hints import shell_quote
 
 
 def format_overrides(overrides: Sequence[str]) -> str:
@@ -36,8 +36,6 @@ _KEY = re.compile(r"(?:\+\+|\+)?[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_
 # Values Hydra's override grammar reads back unchanged, as a string, without quotes.
 _PLAIN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_:./-]*", re.ASCII)
 _HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
-_SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
-_DOUBLE_QUOTE_UNSAFE = frozenset('"$`\\!')
 _QUOTE_BACKSLASHES = re.compile(r"(\\*)'")
 _TRAILING_BACKSLASHES = re.compile(r"(\\+)$")
 
@@ -80,15 +78,6 @@ def _hydra_quote(value: str) -> str:
     inner = _QUOTE_BACKSLASHES.sub(lambda m: m.group(1) * 2 + "\\'", value)
     inner = _TRAILING_BACKSLASHES.sub(lambda m: m.group(1) * 2, inner)
     return f"'{inner}'"
-
-
-def shell_quote(token: str) -> str:
-    """``token`` as one word for a POSIX shell, quoted only when it needs to be."""
-    if _SHELL_SAFE.fullmatch(token):
-        return token
-    if not any(ch in _DOUBLE_QUOTE_UNSAFE for ch in token):
-        return f'"{token}"'
-    return shlex.quote(token)
 
 
 def hydra_value(value: str) -> str:

@@ -23,9 +23,10 @@ from areal_conf.config.reading import read_allocation_mode, read_config
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.plan.plan import Plan
-from areal_conf.rules.context import Context, gpu_memory, pasteable
+from areal_conf.rules.context import Context, gpu_memory, pasteable_error
 from areal_conf.rules.engines import parse_engines
 from areal_conf.rules.fit import Outcome, Recheck
 from areal_conf.rules.fixes import FixCheck, check_hint
@@ -96,7 +97,7 @@ def read_run(
             if run is None:
                 raise
             check = _whole_check(cfg, choice, settings)
-            raise _checked(err, pasteable(err.hint, run), check) from None
+            raise _checked(pasteable_error(err, run), check) from None
     return _read(cfg, choice, settings)
 
 
@@ -105,7 +106,7 @@ def _read(cfg: Any, choice: RulesChoice, settings: Settings) -> Reading:
     try:
         run = read_config(cfg, choice.rules)
     except AllocationError as err:
-        raise _checked(err, err.hint, _whole_check(cfg, choice, settings)) from None
+        raise _checked(err, _whole_check(cfg, choice, settings)) from None
     return Reading(cfg, run, choice, settings)
 
 
@@ -139,9 +140,9 @@ def validate_run(
     if failed is not None:
         error = failed[1]
         if not check_fixes:
-            raise error.with_hint(pasteable(error.hint, reading.run)) from None
+            raise pasteable_error(error, reading.run) from None
         check = _whole_check(reading.config, reading.choice, reading.settings)
-        raise _checked(error, pasteable(error.hint, reading.run), check) from None
+        raise _checked(pasteable_error(error, reading.run), check) from None
     plan = ctx.plan()
     return Validation(
         **{f.name: getattr(plan, f.name) for f in fields(plan)},
@@ -164,14 +165,14 @@ def _one_version(argument: str, in_settings: str) -> None:
         )
 
 
-def _checked(error: AllocationError, hint: str | None, check: FixCheck) -> AllocationError:
-    """``error`` with ``hint`` (its fix spelled for the config), each fix in it checked
-    by the whole check (:func:`areal_conf.rules.fixes.check_hint`), and the fixes that
-    pass as data (``error.fixes``)."""
-    checked = check_hint(hint, check)
-    if checked.text is None:
+def _checked(error: AllocationError, check: FixCheck) -> AllocationError:
+    """``error`` with each fix of its hint checked by the whole check
+    (:func:`areal_conf.rules.fixes.check_hint`), and the fixes that pass as data
+    (``error.fixes``)."""
+    checked = check_hint(error.advice, check)
+    if checked.hint is None:
         return error
-    return error.with_hint(checked.text).with_fixes(checked.fixes)
+    return error.with_hint(checked.hint).with_fixes(checked.fixes)
 
 
 def _run_checks(ctx: Context, *, until: str = "") -> tuple[Rule, AllocationError] | None:
@@ -255,7 +256,7 @@ def _check_edited(
 
 
 def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
-    """For :func:`areal_conf.rules.fixes.checked_hint`: the error the whole check gives ``cfg``
+    """For :func:`areal_conf.rules.fixes.check_hint`: the error the whole check gives ``cfg``
     with a fix's overrides (its hint spelled for that config), or None when it passes."""
 
     def check(overrides: tuple[str, ...]) -> AllocationError | None:
@@ -269,7 +270,7 @@ def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
         if failed is None:
             return None
         error = failed[1]
-        return error.with_hint(pasteable(error.hint, ctx.run))
+        return pasteable_error(error, ctx.run)
 
     return check
 
@@ -288,37 +289,47 @@ def check_allocation_mode(
             "allocation_mode: the deprecated allocation_mode is set",
             value,
             None,
-            hint="remove it and set each engine's backend, e.g. "
-            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+            hint=sentence(
+                "remove it and set each engine's backend, e.g. ",
+                fix("rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"),
+            ),
         )
-    from areal_conf.overrides import shell_line
     from areal_conf.spec.legacy import migrate_allocation_mode
 
     try:
-        translation = shell_line(migrate_allocation_mode(value, teacher_layout=teacher_layout))
+        translation = migrate_allocation_mode(value, teacher_layout=teacher_layout)
     except AllocationError as err:
         raise AllocationError(
             "allocation_mode is deprecated, and this value cannot be translated: " + err.reason,
             value,
             err.position,
             length=err.length,
-            hint="set each engine's backend instead, e.g. "
-            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+            hint=sentence(
+                "set each engine's backend instead, e.g. ",
+                fix("rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"),
+            ),
         ) from None
     agreement = _agreement(value, engines) if engines else None
     if agreement is not None and agreement[0]:
-        hint = (
-            f"the engines' own backends already say the same ({agreement[1]}): removing "
-            "allocation_mode is the whole fix: ~allocation_mode"
+        hint = either(
+            fix(
+                "~allocation_mode",
+                lead=f"the engines' own backends already say the same ({agreement[1]}): "
+                "removing allocation_mode is the whole fix: ",
+            )
         )
     else:
-        hint = (
-            "remove allocation_mode and use these overrides instead: "
-            f"~allocation_mode {translation}  "
-            f"(or run: python -m areal_conf migrate --yaml '{value}' for the YAML)"
+        hint = either(
+            fix(
+                "~allocation_mode",
+                *translation,
+                lead="remove allocation_mode and use these overrides instead: ",
+                remark=f"  (or run: python -m areal_conf migrate --yaml '{value}' for the YAML)",
+                quoted=True,
+            )
         )
         if agreement is not None:
-            hint = f"{agreement[1]}; {hint}"
+            hint = either(agreement[1], "; ", *hint.options)
     raise AllocationError(
         "allocation_mode is deprecated: each engine has its own backend field now",
         value,
@@ -385,4 +396,4 @@ def checked_fix(
     error found before ``cfg`` was validated: a value refused while it was composed)."""
     settings = default_settings(areal_version=areal_version)
     choice = choose_rules(settings.areal_version or areal_version)
-    return _checked(error, error.hint, _whole_check(cfg, choice, settings))
+    return _checked(error, _whole_check(cfg, choice, settings))

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 import yaml
 from _helpers import ROOT, with_overrides
+from _hint_text import alternatives
 from omegaconf import OmegaConf
 
 from areal_conf import AllocationError, check_command, parse_backend, validate
 from areal_conf.areal.versions import SUPPORTED
-from areal_conf.rules.fixes import alternatives
 
 DOC = ROOT / "docs" / "backend-strings.md"
 CATALOGUE_HEADING = "## Error catalogue"
@@ -229,9 +229,8 @@ def test_every_link_within_the_page_names_one_of_its_headings() -> None:
 
 def hint_fixes(entry: Entry) -> list[tuple[str, ...]]:
     """The fixes a catalogue entry's hint gives as overrides: its alternatives made of
-    nothing but overrides, read as areal-conf reads them to check them
-    (:func:`areal_conf.rules.fixes.alternatives`). A hint whose alternatives are sentences
-    gives none."""
+    nothing but overrides, read from the text as a user copies them
+    (``_hint_text.alternatives``). A hint whose alternatives are sentences gives none."""
     hint = " ".join(line[6:] for line in entry.message.split("\n") if line.startswith("hint: "))
     return [alternative.overrides for alternative in alternatives(hint)]
 

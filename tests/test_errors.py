@@ -41,7 +41,7 @@ def test_an_error_survives_a_copy_a_change_and_pickle(name: str) -> None:
     for other in (
         copy.copy(err),
         pickle.loads(pickle.dumps(err)),
-        err.with_hint(err.hint + " (changed)").with_hint(err.hint),
+        err.with_hint(err.hint + " (changed)").with_hint(err.advice or err.hint),
     ):
         assert type(other) is type(err)
         assert str(other) == str(err)

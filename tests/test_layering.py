@@ -25,6 +25,7 @@ PACKAGES = ("areal_conf", "hydra_plugins.areal_conf_plugin")
 #: the package's top level. A module imports only its own part, its layer, or the layers
 #: before it; docs/architecture.md lists the parts in the same order.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("areal_conf.hints",),
     ("areal_conf.errors",),
     (
         "areal_conf.hydra_names",

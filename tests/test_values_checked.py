@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 from _helpers import CONF, ROOT, run_train
+from _hint_text import OVERRIDE, split_hint
 
 from areal_conf.cli import main
-from areal_conf.rules.fixes import OVERRIDE, split_hint
 
 Y = ROOT / "tests" / "fixtures" / "areal" / "gsm8k_grpo.yaml"
 D = ROOT / "tests" / "standin_driver.py"

@@ -35,6 +35,7 @@ from importlib import resources
 from typing import Any, Final
 
 from areal_conf.errors import AllocationError
+from areal_conf.hints import Fix, Hint, Sentence, either, fix, sentence
 
 #: What a field holds, in the table: a value (None), a section of a dataclass
 #: (``"Name"``), a list of them (``"Name[]"``) or any keys (``"*"``).
@@ -284,7 +285,11 @@ class UnknownKey(AllocationError):
         plus = "" if self.right_present and moved == self.right else "++"
         return _unknown(
             self.reason,
-            f"did you mean {self.right}? write {plus}{moved}={value} instead of {override}",
+            sentence(
+                f"did you mean {self.right}? write ",
+                fix(f"{plus}{moved}={value}"),
+                f" instead of {override}",
+            ),
             self.key,
             self.right,
             self.right_present,
@@ -292,7 +297,11 @@ class UnknownKey(AllocationError):
 
 
 def _unknown(
-    reason: str, hint: str, key: str | None, right: str | None = None, present: bool = False
+    reason: str,
+    hint: str | Hint | Fix | Sentence,
+    key: str | None,
+    right: str | None = None,
+    present: bool = False,
 ) -> UnknownKey:
     error = UnknownKey(reason, None, None, hint=hint)
     error.key, error.right, error.right_present = key, right, present
@@ -349,7 +358,7 @@ def _unknown_key(
         said = " ".join(gone.message[:2]) + " " + " / ".join(gone.message[2:])
         return _unknown(
             f"{full}: AReaL removed this key; AReaL's loader refuses the config",
-            f"remove it: ~{full} (AReaL says: {said})",
+            fix(f"~{full}", lead="remove it: ", remark=f" (AReaL says: {said})"),
             full,
         )
     reason = f"{full}: no such key in {section.describe()}"
@@ -359,21 +368,31 @@ def _unknown_key(
         instead = _OWN_KEY_INSTEAD.get(key)
         return _unknown(
             reason + " (it is a key of areal-conf's own configs)",
-            f"remove it: ~{full}" + (f" ({instead})" if instead else ""),
+            fix(f"~{full}", lead="remove it: ", remark=f" ({instead})" if instead else ""),
             full,
         )
     relative = _close(key, section, own)
     if relative is None:
-        return _unknown(reason, f"remove it: ~{full}, or write {_which(section, own)}", full)
+        return _unknown(
+            reason,
+            either(fix(f"~{full}", lead="remove it: "), ", or ", f"write {_which(section, own)}"),
+            full,
+        )
     right = f"{path}.{relative}"
     present = _has_path(node, relative.split("."))
-    fix = _renamed(full, right, present, _written(node, key))
+    moves = _renamed(full, right, present, _written(node, key))
     rename = (
-        f"rename it: {fix} (on the command line, else the same rename in the YAML)"
-        if fix
-        else f"rename it where it is written (the YAML, else the override that sets {full})"
+        fix(
+            *moves,
+            lead=f"did you mean {right}? rename it: ",
+            remark=" (on the command line, else the same rename in the YAML)",
+            quoted=True,
+        )
+        if moves
+        else f"did you mean {right}? rename it where it is written (the YAML, else the "
+        f"override that sets {full})"
     )
-    return _unknown(reason, f"did you mean {right}? {rename}", full, right, present)
+    return _unknown(reason, rename, full, right, present)
 
 
 def _close(key: str, section: Section, own: bool) -> str | None:
@@ -397,25 +416,28 @@ def _has_path(node: Any, parts: Sequence[str]) -> bool:
     return True
 
 
-def _renamed(wrong: str, right: str, present: bool, written: Any) -> str:
-    """The overrides that move ``wrong``'s value to ``right`` (``""``: overrides cannot
-    say it: a list, an interpolation, many keys, a key inside a list)."""
-    from areal_conf.overrides import format_overrides
+def _renamed(wrong: str, right: str, present: bool, written: Any) -> tuple[str, ...]:
+    """The overrides that move ``wrong``'s value to ``right``, as Hydra reads them (``()``:
+    overrides cannot say it: a list, an interpolation, many keys, a key inside a list, a
+    line break in a value)."""
+    from areal_conf.overrides import hydra_value
 
     if any(part.isdigit() for part in wrong.split(".")):
-        return ""
+        return ()
     leaves = list(_leaves(right, written))
     if not leaves or len(leaves) > 3:
-        return ""
+        return ()
     sets = []
     for key, value in leaves:
         plus = "" if present and key == right else "++"
         if isinstance(value, str):
-            sets.append(format_overrides([f"{plus}{key}={value}"]))
+            if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+                return ()
+            sets.append(f"{plus}{key}={hydra_value(value)}")
         else:
             text = str(value).lower() if isinstance(value, bool) else str(value)
             sets.append(f"{plus}{key}={text}")
-    return " ".join([f"~{wrong}", *sets])
+    return (f"~{wrong}", *sets)
 
 
 def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -480,7 +502,11 @@ def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> Unk
         right = prefix + close[0]
         plus = "" if close[0] in have else "++"
         return _unknown(
-            reason, f"did you mean {right}? e.g. {plus}{right}={value}", key, right, not plus
+            reason,
+            sentence(f"did you mean {right}? e.g. ", fix(f"{plus}{right}={value}")),
+            key,
+            right,
+            not plus,
         )
     if section is not None:
         return _unknown(

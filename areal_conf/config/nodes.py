@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from areal_conf.areal.roles import example_backend
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import Fix, either, fix, sentence
 
 #: While :func:`areal_conf.config.reading.read_config` reads a config: the keys of each section it
 #: has asked about, by ``id`` (the config, and so every section, lives as long as the read).
@@ -123,14 +124,15 @@ def unresolvable(key: str | None, err: BaseException, written: object = None) ->
     missing = type(err).__name__ == "MissingMandatoryValue"
     if missing:
         reason = "the value is missing (???)"
-    example = f"{key}=<value>" if key else "<key>=<value>"
+    example: str | Fix = f"{key}=<value>" if key else "<key>=<value>"
     if key and key.endswith(".backend"):
-        example = f"{key}={example_backend(key.split('.')[0])}"
-    hint = (
-        f"give it a value, e.g. {example}"
+        example = fix(f"{key}={example_backend(key.split('.')[0])}")
+    hint = sentence(
+        "give it a value, e.g. "
         if missing
         else "fix the interpolation (the referenced key or environment variable) or write "
-        f"the value itself, e.g. {example}"
+        "the value itself, e.g. ",
+        example,
     )
     where = f"{key}: " if key else "a value of the config cannot be resolved: "
     error = AllocationError(where + reason, written, None, hint=hint)
@@ -236,7 +238,7 @@ def read_int(
     if type(value) is not int or value < least:
         raise ConfigError(
             f"{where}: must be a whole number from {least}, got {value!r}",
-            hint=f"e.g. {where}={example}",
+            hint=fix(f"{where}={example}", lead="e.g. "),
         )
     return value
 
@@ -261,9 +263,13 @@ def read_number(
         )
         raise ConfigError(
             f"{where}: must be a number{bounds}, got {value!r}",
-            hint=f"e.g. {where}=0.0 (no ref model) or {where}=0.1"
+            hint=either(
+                fix(f"{where}=0.0", lead="e.g. ", remark=" (no ref model)"),
+                " or ",
+                fix(f"{where}=0.1"),
+            )
             if key == "kl_ctl"
-            else f"e.g. {where}=0.9",
+            else fix(f"{where}=0.9", lead="e.g. "),
         )
     return value
 

@@ -56,6 +56,7 @@ from areal_conf.config.run_config import (
     Workload,
 )
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import either, fix, sentence
 
 #: TeacherConfig's own keys in AReaL 2.0; any other key under ``teacher`` is a 1.0 flat
 #: teacher's engine key.
@@ -120,7 +121,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
     if not is_null(scheduler) and not is_mapping(scheduler):
         raise ConfigError(
             f"scheduler: must be a section, got {scheduler!r}",
-            hint="e.g. scheduler.type=local (one machine), slurm or ray",
+            hint=sentence("e.g. ", fix("scheduler.type=local"), " (one machine), slurm or ray"),
         )
     scheduler_type = (
         read_value(scheduler, "type", "scheduler.type") if is_mapping(scheduler) else None
@@ -170,7 +171,7 @@ def read_cluster(cfg: Any) -> Cluster:
                 f"cluster.{field_name}: must be {what}, got {value!r}",
                 value,
                 None,
-                hint=f"e.g. cluster.{field_name}={default}",
+                hint=fix(f"cluster.{field_name}={default}", lead="e.g. "),
             )
         values.append(value)
     gb = read_value(cluster, "gpu_memory_gb", "cluster.gpu_memory_gb")
@@ -181,7 +182,7 @@ def read_cluster(cfg: Any) -> Cluster:
             f"cluster.gpu_memory_gb: must be a positive number of GB (10^9 bytes), got {gb!r}",
             gb,
             None,
-            hint="e.g. cluster.gpu_memory_gb=80 for an 80 GB GPU",
+            hint=sentence("e.g. ", fix("cluster.gpu_memory_gb=80"), " for an 80 GB GPU"),
         )
     from areal_conf.config.run_config import check_cluster_size
 
@@ -243,8 +244,14 @@ def _engine_sections(
             if not isinstance(value, Mapping):
                 raise ConfigError(
                     f"{name}: the {name} engine must be a section, got {value!r}",
-                    hint=f"write it as a section, e.g. {name}.backend={ROLE[name].example}, "
-                    f"or remove {name}",
+                    hint=either(
+                        sentence(
+                            "write it as a section, e.g. ",
+                            fix(f"{name}.backend={ROLE[name].example}"),
+                        ),
+                        ", or ",
+                        f"remove {name}",
+                    ),
                 )
             yield name, read_engine(value, name, name, rules.rows(name)[0], rules)
             continue
@@ -419,7 +426,12 @@ def _strategy(node: Any, prefix: str) -> Strategy:
         raise ConfigError(
             f"{prefix}: must be a section with type, target and fork, got {strategy!r}",
             # '~' first: Hydra cannot set a key under a value that is no section.
-            hint=f"e.g. ~{prefix} ++{prefix}.type=colocation ++{prefix}.target={INHERIT_FROM}",
+            hint=fix(
+                f"~{prefix}",
+                f"++{prefix}.type=colocation",
+                f"++{prefix}.target={INHERIT_FROM}",
+                lead="e.g. ",
+            ),
         )
     from areal_conf.areal.roles import SCHEDULING_TYPES
 
@@ -436,15 +448,21 @@ def _strategy(node: Any, prefix: str) -> Strategy:
     if target is not None and not isinstance(target, str):
         raise ConfigError(
             f"{prefix}.target: must be an engine name, got {target!r}",
-            hint=f"e.g. {prefix}.target={INHERIT_FROM}",
+            hint=fix(f"{prefix}.target={INHERIT_FROM}", lead="e.g. "),
         )
     fork = read_value(strategy, "fork", f"{prefix}.fork", True)
     fork = True if fork is None else fork
     if not isinstance(fork, bool):
         raise ConfigError(
             f"{prefix}.fork: must be true or false, got {fork!r}",
-            hint=f"{prefix}.fork=true (new processes on the target's GPUs, the default) or "
-            "false (reuse the target's processes)",
+            hint=either(
+                fix(
+                    f"{prefix}.fork=true",
+                    remark=" (new processes on the target's GPUs, the default)",
+                ),
+                " or ",
+                "false (reuse the target's processes)",
+            ),
         )
     return Strategy(str(kind), target or None, fork)
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from areal_conf.areal.versions import AReaLVersion, EngineRow
 from areal_conf.errors import ConfigError
+from areal_conf.hints import fix, sentence
 from areal_conf.spec.backends import MAX_SIZE
 
 #: The AReaL trainer a config is for: RL (``PPOConfig``, ``GRPOConfig`` and the drivers'
@@ -193,6 +194,9 @@ def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:
         f"cluster: {n_nodes:,} node{'s' if n_nodes != 1 else ''} × {n_gpus_per_node:,} GPUs "
         f"is {total:,} GPUs, more than the {MAX_SIZE:,} (2**20) that areal-conf plans for, "
         "the largest world size an engine can have",
-        hint="check cluster.n_nodes and cluster.n_gpus_per_node (the GPUs of one node, "
-        "e.g. cluster.n_gpus_per_node=8)",
+        hint=sentence(
+            "check cluster.n_nodes and cluster.n_gpus_per_node (the GPUs of one node, e.g. ",
+            fix("cluster.n_gpus_per_node=8"),
+            ")",
+        ),
     )

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from areal_conf.overrides import shell_quote
+from areal_conf.hints import shell_quote
 
 
 def user_override(override: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from areal_conf.arguments import MAX_TOKENS, mapping, optional_whole, whole
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import fix, sentence
 
 # Sizes of the shape, each a positive integer or None (unknown).
 SIZE_KEYS: Final = (
@@ -387,7 +388,9 @@ def check_size_value(key: str, value: object, *, example: int, null_means: str) 
             f"model.{key} must be a positive integer or null, got {value!r}",
             value,
             None,
-            hint=f"write e.g. model.{key}={example}, or null to {null_means}",
+            hint=sentence(
+                "write e.g. ", fix(f"model.{key}={example}"), f", or null to {null_means}"
+            ),
         )
 
 

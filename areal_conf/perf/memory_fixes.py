@@ -129,18 +129,18 @@ class Fix:
     need: GroupNeed
     gpus: int
 
-    def text(self) -> str:
-        """The changes as one shell line of Hydra overrides: a value that is text (a
-        layout) written so that Hydra reads it back as it is (a hybrid layout quoted);
-        ``true`` and numbers as they are."""
-        from areal_conf.overrides import hydra_value, shell_quote
+    def hydra_overrides(self) -> tuple[str, ...]:
+        """The changes as Hydra overrides: a value that is text (a layout) written so that
+        Hydra reads it back as it is (a hybrid layout quoted); ``true`` and numbers as
+        they are."""
+        from areal_conf.overrides import hydra_value
 
         def value(v: str) -> str:
             return (
                 v if v in ("true", "false") or v.replace(".", "", 1).isdigit() else hydra_value(v)
             )
 
-        return " ".join(shell_quote(f"{k}={value(v)}") for k, v in self.changes)
+        return tuple(f"{k}={value(v)}" for k, v in self.changes)
 
     def overrides(self) -> tuple[str, ...]:
         """The changes as Hydra overrides, ``key=value``."""

@@ -7,6 +7,7 @@ from itertools import repeat
 
 from areal_conf.config.run_config import check_cluster_size
 from areal_conf.errors import AllocationError
+from areal_conf.hints import either, fix
 from areal_conf.plan.plan import Slot
 from areal_conf.spec.allocation import ModelAllocation
 
@@ -170,13 +171,15 @@ def _does_not_fit(
         fits = f"one node holds {per_node} ({per_node * block} of its {size} GPUs)"
         if alloc.is_inference:
             sizes = [d for d in range(2, size + 1) if size % d == 0 and d >= block // 2]
-            hint = f"use instances whose t×p divides {size} (e.g. {', '.join(map(str, sizes[:3]))})"
+            smaller = (
+                f"use instances whose t×p divides {size} (e.g. {', '.join(map(str, sizes[:3]))})"
+            )
         else:
-            hint = "choose layouts whose tensor-parallel groups fit the GPUs left on a node"
-        hint += f", or add nodes: cluster.n_nodes={n_nodes + 1}"
+            smaller = "choose layouts whose tensor-parallel groups fit the GPUs left on a node"
+        hint = either(smaller, ", or ", fix(f"cluster.n_nodes={n_nodes + 1}", lead="add nodes: "))
     else:
         fits = f"it needs {block // size} free whole nodes"
-        hint = f"add nodes: cluster.n_nodes={n_nodes + block // size}"
+        hint = either(fix(f"cluster.n_nodes={n_nodes + block // size}", lead="add nodes: "))
     before = [other for other, _ in engines[: [n for n, _ in engines].index(name)]]
     if before:
         fits += f" after {', '.join(before)} took theirs"

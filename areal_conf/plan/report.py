@@ -159,8 +159,18 @@ def plan_table(plan: Plan) -> str:
         lines.append(plan.memory_note)
     if timed and plan.speed_note:
         lines.append(plan.speed_note)
-    lines += [f"warning: {w}" for w in plan.warnings]
+    lines += [warning_line(w, rule) for w, rule in _with_rules(plan)]
     return "\n".join(lines)
+
+
+def warning_line(text: str, rule: str | None) -> str:
+    """A warning as printed: the text, and the rule that gave it, as an error names its."""
+    return f"warning: {text}" + (f" (rule: {rule})" if rule else "")
+
+
+def _with_rules(plan: Plan) -> list[tuple[str, str | None]]:
+    rules = list(plan.warning_rules) + [None] * (len(plan.warnings) - len(plan.warning_rules))
+    return list(zip(plan.warnings, rules, strict=True))
 
 
 def columns(rows: Sequence[tuple[str, ...]], *, rule: bool = False) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import fix, sentence
 from areal_conf.rules.common import SCHEDULER_NAME, v1_awex
 from areal_conf.rules.context import Context
 from areal_conf.spec.allocation import ModelAllocation
@@ -21,7 +22,7 @@ def check_awex_sharing(ctx: Context) -> None:
     a, r = actor.allocation, rollout.allocation
     if r.world_size != a.world_size:
         instances = a.world_size // r.instance_size if a.world_size % r.instance_size == 0 else 0
-        fix = (
+        resized = (
             f"rollout.backend={r.backend}:d{instances}"
             + (f"t{r.parallel.tp_size}" if r.parallel.tp_size > 1 else "")
             + (f"p{r.parallel.pp_size}" if r.parallel.pp_size > 1 else "")
@@ -34,7 +35,7 @@ def check_awex_sharing(ctx: Context) -> None:
             f"exactly the actor's {a.world_size} GPUs; {r} takes {r.world_size}",
             str(r),
             None,
-            hint=fix,
+            hint=fix(resized),
         )
     if rollout.colocated_with is not None:
         return  # the scheduler's colocation rules placed it (colocate_2_0)
@@ -44,8 +45,10 @@ def check_awex_sharing(ctx: Context) -> None:
             f"AReaL's {SCHEDULER_NAME[ctx.column]} scheduler gives a separated rollout GPUs of "
             "its own, where "
             "CUDA IPC cannot reach the actor",
-            hint="rollout.scheduling_strategy.type=colocation "
-            "rollout.scheduling_strategy.target=actor",
+            hint=fix(
+                "rollout.scheduling_strategy.type=colocation",
+                "rollout.scheduling_strategy.target=actor",
+            ),
         )
     n = ctx.n
     between = [
@@ -65,12 +68,20 @@ def check_awex_sharing(ctx: Context) -> None:
             "separated rollout gets them from AReaL's local scheduler only by wrapping around "
             f"the machine right after the actor, which needs the actor to take all {n} GPUs "
             f"and nothing separated between them, but {why}",
-            hint=f"actor.backend={a.backend}:d{n} rollout.backend={_awex_rollout(r, n)} (the "
-            "whole machine for both)"
+            hint=fix(
+                f"actor.backend={a.backend}:d{n}",
+                f"rollout.backend={_awex_rollout(r, n)}",
+                remark=" (the whole machine for both)",
+            )
             if a.world_size != n
-            else f"colocate {', '.join(between)} with the actor "
-            f"({between[0]}.scheduling_strategy.type=colocation "
-            f"{between[0]}.scheduling_strategy.target=actor)",
+            else sentence(
+                f"colocate {', '.join(between)} with the actor (",
+                fix(
+                    f"{between[0]}.scheduling_strategy.type=colocation",
+                    f"{between[0]}.scheduling_strategy.target=actor",
+                ),
+                ")",
+            ),
         )
     ctx.engines["rollout"] = replace(
         rollout, colocated_with="actor", gpu_owner="actor", awex_shared=True

@@ -5,6 +5,7 @@ them out."""
 from __future__ import annotations
 
 from areal_conf.errors import ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.plan.placement import place, placement_warnings
 from areal_conf.rules.context import Context
 
@@ -25,7 +26,11 @@ def capacity_everywhere(ctx: Context) -> None:
     raise ConfigError(
         f"cluster: the engines need {needed} GPUs ({parts}) but the cluster has {available} "
         f"({n_nodes} node{'s' if n_nodes != 1 else ''} × {per_node} GPUs)",
-        hint=f"add nodes (cluster.n_nodes={nodes_needed}) or shrink an engine's layout",
+        hint=either(
+            sentence("add nodes (", fix(f"cluster.n_nodes={nodes_needed}"), ")"),
+            " or ",
+            "shrink an engine's layout",
+        ),
     )
 
 

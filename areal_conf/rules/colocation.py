@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text
 from areal_conf.rules.context import Context
@@ -61,8 +62,13 @@ def _check_pair(ctx: Context, e: EnginePlan, target: EnginePlan, owners: Mapping
             f"({target.section or target.name}._version v2), whose workers AReaL registers as "
             f"{registered}: no {target.name} workers exist to colocate with "
             f"(WorkerNotFoundError when {e.name} is created)",
-            hint=f"{strategy_key(e, 'type')}=separation, or controller v1 for "
-            + " ".join(f"{key}=v1" for key in _v1_keys(ctx, e, target)),
+            hint=either(
+                fix(f"{strategy_key(e, 'type')}=separation"),
+                ", or ",
+                sentence(
+                    "controller v1 for ", fix(*(f"{key}=v1" for key in _v1_keys(ctx, e, target)))
+                ),
+            ),
         )
     engine = engine_section(ctx, e)
     if (
@@ -75,7 +81,7 @@ def _check_pair(ctx: Context, e: EnginePlan, target: EnginePlan, owners: Mapping
             f"{key}: {chain} with fork false: the rollout then reuses {target.name}'s "
             "processes and registers no rollout workers, and AReaL's eval-rollout, which "
             "colocates with the rollout, fails (WorkerNotFoundError)",
-            hint=f"{strategy_key(e, 'fork')}=true",
+            hint=fix(f"{strategy_key(e, 'fork')}=true"),
         )
     if e.replicas == target.replicas:
         if e.per_worker != target.per_worker:

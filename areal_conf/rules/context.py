@@ -11,7 +11,6 @@ The rules themselves are in :mod:`areal_conf.rules`' topic modules.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -20,6 +19,8 @@ from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.areal.versions import RulesChoice
 from areal_conf.config.run_config import RunConfig
 from areal_conf.config.run_reading import Reading
+from areal_conf.errors import AllocationError
+from areal_conf.hints import Hint, Sentence, as_hint
 from areal_conf.plan.plan import EnginePlan, Plan, SchedulerRules, Slot
 from areal_conf.rules.engines import (
     creation_order,
@@ -35,7 +36,7 @@ class Context:
 
     reading: Reading
     engines: dict[str, EnginePlan] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str | Hint] = field(default_factory=list)
     #: The id of the rule running now, and of the rule that gave each warning.
     rule: str | None = None
     warned_by: dict[str, str | None] = field(default_factory=dict)
@@ -88,10 +89,13 @@ class Context:
         """GPUs per node."""
         return self.gpus_per_node.count
 
-    def warn(self, text: str) -> None:
-        if text not in self.warnings:
-            self.warnings.append(text)
-            self.warned_by[text] = self.rule
+    def warn(self, text: str | Hint | Sentence) -> None:
+        """Warn with ``text`` (a :class:`Sentence` or :class:`Hint` where it quotes
+        overrides, which the plan spells for the config)."""
+        said = text if isinstance(text, str) else as_hint(text)
+        if str(said) not in self.warned_by:
+            self.warnings.append(said)
+            self.warned_by[str(said)] = self.rule
 
     def built(self) -> list[EnginePlan]:
         """The built engines in AReaL's creation order."""
@@ -122,8 +126,10 @@ class Context:
             else e
             for name, e in self.engines.items()
         }
-        warnings = [pasteable(w, self.run) for w in self.warnings]
-        rules = [self.warned_by.get(w) for w in self.warnings]
+        warnings = [
+            w if isinstance(w, str) else pasteable(w, self.run).text() for w in self.warnings
+        ]
+        rules = [self.warned_by.get(str(w)) for w in self.warnings]
         if self.choice.warning:  # which AReaL version's rules apply: no rule's
             warnings.insert(0, self.choice.warning)
             rules.insert(0, None)
@@ -143,28 +149,37 @@ class Context:
         )
 
 
-#: ``key=value`` in a message's fix, not already ``+``/``++``/``~`` and not inside a
-#: longer word.
-_OVERRIDE: Final = re.compile(r"(?<![\w.+~])([A-Za-z_]\w*(?:\.\w+)*)=(?=[^\s=])")
 #: The top-level keys of AReaL's configs that a fix may set.
 _AREAL_SECTIONS: Final = frozenset(
     {*ROLE_NAMES, "scheduler", "cluster", "enable_offload", "sglang", "vllm", "gconfig"}
 )
 
 
-def pasteable(text: str, run: RunConfig) -> str:
-    """``text`` with each ``key=value`` of a fix spelled as Hydra takes it on this config:
+def pasteable(hint: Hint, run: RunConfig) -> Hint:
+    """``hint`` with each override spelled as Hydra takes it on this config:
     ``++key=value`` where the config has no such key (Hydra refuses to set a key the
     config lacks without it; ``++`` adds or sets), as it is where the key exists."""
 
-    def spell(match: re.Match[str]) -> str:
-        key = match[1]
+    def spell(override: str) -> str:
+        key, equals, _ = override.partition("=")
         top = key.split(".")[0]
-        if key in run.present_keys or (top not in _AREAL_SECTIONS and top not in run.engines):
-            return match[0]
-        return "++" + match[0]
+        if (
+            not equals
+            or key.startswith(("+", "~"))
+            or key in run.present_keys
+            or (top not in _AREAL_SECTIONS and top not in run.engines)
+        ):
+            return override
+        return "++" + override
 
-    return _OVERRIDE.sub(spell, text)
+    return hint.spelled(spell)
+
+
+def pasteable_error(error: AllocationError, run: RunConfig) -> AllocationError:
+    """``error`` with the overrides of its hint spelled for ``run`` (:func:`pasteable`)."""
+    if error.advice is None:
+        return error
+    return error.with_hint(pasteable(error.advice, run))
 
 
 def gpu_memory(ctx: Context) -> tuple[float, str, bool]:

@@ -37,6 +37,7 @@ from areal_conf.areal.roles import (
 from areal_conf.areal.versions import AReaLVersion
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import Fix, Hint, either, fix, sentence
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import BACKENDS, join_or
@@ -119,7 +120,11 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
             f"{key}: {reason}",
             "",
             None,
-            hint=f"e.g. {key}={example} (set one), or remove the {engine.section} section",
+            hint=either(
+                fix(f"{key}={example}", lead="e.g. ", remark=" (set one)"),
+                ", or ",
+                f"remove the {engine.section} section",
+            ),
         )
     if not isinstance(written, str):
         kind = engine.row.kind if engine.row is not None else None
@@ -167,7 +172,7 @@ def check_kind_of(plan: EnginePlan, engine: EngineSection) -> None:
         plan.written or str(alloc),
         0,
         length=len(alloc.backend),
-        hint=f"use {join_or(names)}, e.g. {key}={example}",
+        hint=sentence(f"use {join_or(names)}, e.g. ", fix(f"{key}={example}")),
     )
 
 
@@ -189,8 +194,11 @@ def parse_engines(run: RunConfig, *, check_kinds: bool = True) -> dict[str, Engi
     if not found:
         raise ConfigError(
             "the config has no engine: no top-level section with a backend",
-            hint="add one, e.g. +actor.backend=fsdp:d8 (training) or "
-            "+rollout.backend=sglang:d2t4 (inference)",
+            hint=either(
+                sentence("add one, e.g. ", fix("+actor.backend=fsdp:d8"), " (training)"),
+                " or ",
+                fix("+rollout.backend=sglang:d2t4", remark=" (inference)"),
+            ),
         )
     ref_reason = kl_reason(run) if KL_ROLE in found else None
     engines: dict[str, EnginePlan] = {}
@@ -208,7 +216,10 @@ def parse_engines(run: RunConfig, *, check_kinds: bool = True) -> dict[str, Engi
         kind = section.row.kind if section.row is not None else "training"
         raise ConfigError(
             f"{first.name}: the config builds no engine ({reasons})",
-            hint=f"give an engine a backend, e.g. {section.backend_key}={example_of_kind(kind)}",
+            hint=sentence(
+                "give an engine a backend, e.g. ",
+                fix(f"{section.backend_key}={example_of_kind(kind)}"),
+            ),
         )
     return engines
 
@@ -296,10 +307,11 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
             # Break the cycle where AReaL creates first: point that engine at a target
             # that already exists (or separate it), the same fixes as for a bad target.
             breaker = min(seen[seen.index(nxt) :], key=rank.__getitem__)
-            fix = _bad_target(breaker, "", engines, rank).hint
             raise ConfigError(
                 f"{strategy_key(engines[start])}: {cycle}: the colocation targets form a cycle",
-                hint=f"end the chain at an engine that owns its GPUs: {fix}",
+                hint=_target_fixes(breaker, engines, rank).led(
+                    "end the chain at an engine that owns its GPUs: "
+                ),
             )
         if nxt == cur or nxt is None:
             break
@@ -340,8 +352,11 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
                 f"{key}: {here}: the chain passes through {target}, which does not fork "
                 f"({strategy_key(other, 'fork')} is false: it reuses {owner}'s processes and "
                 "has none of its own to share)",
-                hint=f"{key}={owner} (colocate with the engine {target} shares), or "
-                f"{strategy_key(other, 'fork')}=true",
+                hint=either(
+                    fix(f"{key}={owner}", remark=f" (colocate with the engine {target} shares)"),
+                    ", or ",
+                    fix(f"{strategy_key(other, 'fork')}=true"),
+                ),
             )
         chain.append(target)
         cur = target
@@ -351,9 +366,11 @@ def _later(
     run: RunConfig, engine: EnginePlan, target: EnginePlan, key: str, chain: str
 ) -> AllocationError:
     name = engine.name
-    swap = (
-        f"colocate {target.name} with {name} instead: {strategy_key(target, 'type')}=colocation "
-        f"{strategy_key(target)}={name} {strategy_key(engine, 'type')}=separation"
+    swap = fix(
+        f"{strategy_key(target, 'type')}=colocation",
+        f"{strategy_key(target)}={name}",
+        f"{strategy_key(engine, 'type')}=separation",
+        lead=f"colocate {target.name} with {name} instead: ",
     )
     if name in ROLE and target.name not in ROLE:
         reason = (
@@ -376,6 +393,15 @@ def _bad_target(
     *,
     typo: str | None = None,
 ) -> AllocationError:
+    key = strategy_key(engines[name])
+    hint = _target_fixes(name, engines, rank, typo=typo)
+    return AllocationError(f"{key}: {reason}", None, None, hint=hint)
+
+
+def _target_fixes(
+    name: str, engines: dict[str, EnginePlan], rank: dict[str, int], *, typo: str | None = None
+) -> Hint:
+    """Point engine ``name`` at a target that would be valid, or separate it."""
     # Targets that would be valid: built, created earlier, forking if colocated, and with
     # this engine's replica and GPU counts.
     engine = engines[name]
@@ -397,14 +423,15 @@ def _bad_target(
         )
     ]
     earlier.sort(key=lambda n: rank[n])
-    fixes = []
+    separate = fix(f"{strategy_key(engine, 'type')}=separation")
     close = difflib.get_close_matches(typo, earlier, n=1, cutoff=0.6) if typo else []
     if close:
-        fixes.append(f"{key}={close[0]} (did you mean {close[0]}?)")
-    elif earlier:
-        fixes.append(f"{key}={earlier[0]}")
-    fixes.append(f"{strategy_key(engine, 'type')}=separation")
-    return AllocationError(f"{key}: {reason}", None, None, hint=" or ".join(fixes))
+        return either(
+            fix(f"{key}={close[0]}", remark=f" (did you mean {close[0]}?)"), " or ", separate
+        )
+    if earlier:
+        return either(fix(f"{key}={earlier[0]}"), " or ", separate)
+    return either(separate)
 
 
 def check_equal_replicas(e: EnginePlan, target: EnginePlan, owners: Mapping[str, str]) -> None:
@@ -450,21 +477,23 @@ def replica_mismatch(
     )
 
 
-def replica_fix(e: EnginePlan, a: ModelAllocation, target: str, t: ModelAllocation) -> str:
+def replica_fix(e: EnginePlan, a: ModelAllocation, target: str, t: ModelAllocation) -> Fix:
     """A change of backend that makes the colocation valid (the target stays as it is
     when it can)."""
     key = f"{e.section or e.name}.backend"
     per_replica = t.world_size // t.replicas
     if a.is_inference:
         body = f"d{t.replicas}" + (f"t{per_replica}" if per_replica > 1 else "")
-        return (
-            f"{key}={a.backend}:{body} ({t.replicas} instances of {per_replica} "
-            f"GPU{'s' if per_replica != 1 else ''} on {target}'s {t.world_size} GPUs)"
+        return fix(
+            f"{key}={a.backend}:{body}",
+            remark=f" ({t.replicas} instances of {per_replica} "
+            f"GPU{'s' if per_replica != 1 else ''} on {target}'s {t.world_size} GPUs)",
         )
     if per_replica == 1:
-        return f"{key}={a.backend}:d{t.world_size} ({t.world_size} ranks)"
+        return fix(f"{key}={a.backend}:d{t.world_size}", remark=f" ({t.world_size} ranks)")
     # A training engine has one rank per GPU: the target needs one-GPU instances.
-    return (
-        f"give {target} one-GPU instances and {e.name} as many ranks: "
-        f"{target}.backend={t.backend}:d{t.world_size} {key}={a.backend}:d{t.world_size}"
+    return fix(
+        f"{target}.backend={t.backend}:d{t.world_size}",
+        f"{key}={a.backend}:d{t.world_size}",
+        lead=f"give {target} one-GPU instances and {e.name} as many ranks: ",
     )

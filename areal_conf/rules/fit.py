@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.errors import AllocationError
+from areal_conf.hints import Hint, as_hint
+from areal_conf.hints import fix as fix_of
 from areal_conf.model.hardware import HARDWARE, Hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.memory import DEFAULT_MEM_FRACTION, GB, MemoryEstimate, term_label
@@ -235,14 +237,19 @@ def check_memory(
     )
     if owner in lora:
         error = error.with_hint(
-            (error.hint + "; " if error.hint else "")
-            + "use_lora is on: this estimate counts gradients and optimizer state for every "
-            "weight, AReaL's LoRA only for the adapters, so it is an upper bound"
+            as_hint(error.advice or "").then(
+                "; ",
+                "use_lora is on: this estimate counts gradients and optimizer state for every "
+                "weight, AReaL's LoRA only for the adapters, so it is an upper bound",
+            )
         )
     if largest is not None and fix is not None:
         error = error.with_hint(
-            error.hint + f"; a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "
-            "AREAL_CONF_GPU_MEMORY_GB=<GB> gives yours"
+            as_hint(error.advice or "").then(
+                "; ",
+                f"a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "
+                "AREAL_CONF_GPU_MEMORY_GB=<GB> gives yours",
+            )
         )
     return MemoryCheck(
         estimates,
@@ -354,29 +361,39 @@ def _does_not_fit(
                 f"together need {need.total / GB:.1f} GB per GPU but {where}: {parts}; the "
                 f"biggest term is {whose}'s {term_label(term)} ({size / GB:.1f} GB)"
             )
-    hints: list[str] = []
+    hint = Hint(())
     if fix is not None:
         shown = ", ".join(f"{n} {e.total / GB:.1f}" for n, e in fix.need.estimates.items())
-        hint = f"this would fit: {fix.text()} (GB per GPU: {shown})"
+        remark = f" (GB per GPU: {shown})"
         if fix.gpus != alloc.world_size:
-            hint += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
-        hints.append(hint)
+            remark += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
+        fits = fix_of(*fix.hydra_overrides(), lead="this would fit: ", remark=remark, quoted=True)
+        hint = hint.then("; ", fits)
     offload = _offload(members, shape, budget, recheck, owner_name)
     if offload:
-        hints.append(f"or {offload}: training engines leave the GPUs while the others run")
-    if not hints:
+        hint = hint.then(
+            "; ",
+            fix_of(
+                *offload,
+                lead="or ",
+                remark=": training engines leave the GPUs while the others run",
+            ),
+        )
+    if not hint.options:
         if refused is not None:
             first, why = refused
-            hints.append(
+            hint = hint.then(
+                "; ",
                 f"no change areal-conf tries passes the whole check: the first that fits "
-                f"memory, on {first.gpus} GPUs, is refused ({why})"
+                f"memory, on {first.gpus} GPUs, is refused ({why})",
             )
         else:
-            hints.append(
+            hint = hint.then(
+                "; ",
                 f"no {alloc.backend} layout on up to 64 times the GPUs fits: use a smaller "
-                "model, LoRA, or offload"
+                "model, LoRA, or offload",
             )
-    return AllocationError(reason, str(alloc), None, hint="; ".join(hints))
+    return AllocationError(reason, str(alloc), None, hint=hint)
 
 
 def _offload(
@@ -385,22 +402,22 @@ def _offload(
     budget: float,
     recheck: Recheck | None,
     owner: str,
-) -> str:
+) -> tuple[str, ...]:
     """``++enable_offload=true`` (with what the check needs besides) when offloading the
-    resident training engines makes the group fit and the check takes it; else ""."""
+    resident training engines makes the group fit and the check takes it; else ()."""
     resident = [m for m in members if not m.allocation.is_inference and not m.offloaded]
     if len(members) < 2 or not resident:
-        return ""
+        return ()
     swapped = [replace(m, offloaded=True) if m in resident else m for m in members]
     if not group_need(swapped, shape).fits(budget):
-        return ""
+        return ()
     change: tuple[tuple[str, str], ...] = (("++enable_offload", "true"),)
     if recheck is not None:
         outcome = recheck(owner, tuple(f"{k}={v}" for k, v in change))
         if not outcome.passed:
-            return ""
+            return ()
         change += outcome.more
-    return " ".join(f"{k}={v}" for k, v in change)
+    return tuple(f"{k}={v}" for k, v in change)
 
 
 def _server_problem(member: Member, est: MemoryEstimate, where: str) -> str:

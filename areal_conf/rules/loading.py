@@ -8,6 +8,7 @@ from typing import Final
 
 from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.rules.common import quoted
 from areal_conf.rules.context import Context
 from areal_conf.spec.backends import join_or
@@ -31,8 +32,14 @@ def check_load_keys(ctx: Context) -> None:
                 "version",
                 engine.controller if isinstance(engine.controller, str) else None,
                 None,
-                hint=f"{engine.key('_version')}=v1 (AReaL's TrainController / RolloutController, "
-                f"the default) or {engine.key('_version')}=v2",
+                hint=either(
+                    fix(
+                        f"{engine.key('_version')}=v1",
+                        remark=" (AReaL's TrainController / RolloutController, the default)",
+                    ),
+                    " or ",
+                    fix(f"{engine.key('_version')}=v2"),
+                ),
             )
         _check_spec_count(engine)
         if engine.row is None or engine.row.kind != "training":
@@ -44,11 +51,11 @@ def check_load_keys(ctx: Context) -> None:
                     f"{engine.key(key)}: {quoted(value)} is not a dtype AReaL accepts here",
                     value if isinstance(value, str) else None,
                     None,
-                    hint=f"use {join_or(list(allowed))}, e.g. {engine.key(key)}=bfloat16 (the "
-                    "default)"
-                    if key == "dtype"
-                    else f"use {join_or(list(allowed))}, e.g. {engine.key(key)}=float32 (the "
-                    "default) or bfloat16",
+                    hint=sentence(
+                        f"use {join_or(list(allowed))}, e.g. ",
+                        fix(f"{engine.key(key)}={'bfloat16' if key == 'dtype' else 'float32'}"),
+                        " (the default)" if key == "dtype" else " (the default) or bfloat16",
+                    ),
                 )
 
 
@@ -82,5 +89,9 @@ def check_delta_minibatches(ctx: Context) -> None:
         raise ConfigError(
             f"actor.ppo_n_minibatches: is {minibatches}, but actor.enable_delta_weight_update "
             "needs exactly one optimizer step between weight updates",
-            hint="actor.ppo_n_minibatches=1, or actor.enable_delta_weight_update=false",
+            hint=either(
+                fix("actor.ppo_n_minibatches=1"),
+                ", or ",
+                fix("actor.enable_delta_weight_update=false"),
+            ),
         )

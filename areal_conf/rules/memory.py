@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from areal_conf.hints import as_hint
 from areal_conf.model.shape import ModelShape, ShapeSource, model_shape, read_source
 from areal_conf.rules.common import own_model, shape_hint
 from areal_conf.rules.context import Context, gpu_memory
@@ -56,8 +57,10 @@ def check_engine_memory(ctx: Context) -> None:
         # The GPU's memory is an assumption and a GPU areal-conf knows would hold the
         # engines: say what would not fit, reject nothing.
         ctx.warn(
-            f"{problem.reason}; if your GPUs have more memory, give it "
-            f"(AREAL_CONF_GPU_MEMORY_GB=<GB>); otherwise {problem.hint}"
+            as_hint(problem.advice or problem.hint).led(
+                f"{problem.reason}; if your GPUs have more memory, give it "
+                "(AREAL_CONF_GPU_MEMORY_GB=<GB>); otherwise "
+            )
         )
     for text in (*notes, *ctx.memory.warnings):
         ctx.warn(text)

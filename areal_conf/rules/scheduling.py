@@ -8,6 +8,7 @@ from typing import Final
 
 from areal_conf.areal.local_gpus import CUDA_ENV
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.awex import scaled_layout
 from areal_conf.rules.common import SCHEDULER_NAME, engine_section, gpus_text, quoted
@@ -23,9 +24,13 @@ def check_scheduler(ctx: Context) -> None:
     if kind is None:
         ctx.column = "null"
         ctx.warn(
-            "scheduler.type is null: AReaL's trainers refuse to start without one ('Unknown "
-            "scheduler type: None'), so this plan follows the rules every scheduler shares; "
-            "run with scheduler.type=local (one machine), slurm or ray"
+            sentence(
+                "scheduler.type is null: AReaL's trainers refuse to start without one ('Unknown "
+                "scheduler type: None'), so this plan follows the rules every scheduler "
+                "shares; run with ",
+                fix("scheduler.type=local"),
+                " (one machine), slurm or ray",
+            )
         )
         return
     if kind not in SCHEDULERS:
@@ -33,8 +38,13 @@ def check_scheduler(ctx: Context) -> None:
             f"scheduler.type: {quoted(kind)} is not a scheduler AReaL has",
             kind if isinstance(kind, str) else None,
             None,
-            hint="scheduler.type=local (one machine), or scheduler.type=slurm, or "
-            "scheduler.type=ray",
+            hint=either(
+                fix("scheduler.type=local", remark=" (one machine)"),
+                ", or ",
+                fix("scheduler.type=slurm"),
+                ", or ",
+                fix("scheduler.type=ray"),
+            ),
         )
     ctx.column = str(kind)
     if kind == "local":
@@ -48,9 +58,13 @@ def check_scheduler(ctx: Context) -> None:
         gpus, declared = ctx.gpus_per_node, ctx.run.cluster.n_gpus_per_node
         if not gpus.from_config and gpus.count != declared:
             ctx.warn(
-                f"cluster.n_gpus_per_node is {declared}, but AReaL's local scheduler does not "
-                f"read it: it has the machine's {gpus_text(gpus.count)} ({gpus.source}), as does "
-                f"this plan; cluster.n_gpus_per_node={gpus.count} says so"
+                sentence(
+                    f"cluster.n_gpus_per_node is {declared}, but AReaL's local scheduler does "
+                    f"not read it: it has the machine's {gpus_text(gpus.count)} "
+                    f"({gpus.source}), as does this plan; ",
+                    fix(f"cluster.n_gpus_per_node={gpus.count}"),
+                    " says so",
+                )
             )
 
 
@@ -72,24 +86,31 @@ def check_scheduler_gpus(ctx: Context) -> None:
                 f"{gpus.key}: the engines need {needed} GPUs ({parts}) but AReaL's local "
                 f"scheduler has {gpus_text(n)} ({gpus.source}): it would hand GPUs out round "
                 "robin and put several engines on the same GPUs without saying so",
-                hint="shrink an engine's layout, colocate engines, "
-                + (
-                    f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
-                    if gpus.key == CUDA_ENV
-                    else ""
-                )
-                + "or use scheduler.type=slurm or ray for several nodes",
+                hint=sentence(
+                    "shrink an engine's layout, colocate engines, "
+                    + (
+                        f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
+                        if gpus.key == CUDA_ENV
+                        else ""
+                    )
+                    + "or use ",
+                    fix("scheduler.type=slurm"),
+                    " or ray for several nodes",
+                ),
             )
     elif column in ("slurm", "ray"):
         declared = ctx.run.cluster.n_nodes * n
         if needed > declared:
             nodes = -(-needed // n)
             ctx.warn(
-                f"the engines need {needed} GPUs ({nodes} nodes of {n}) but cluster.n_nodes "
-                f"× n_gpus_per_node declares {declared}: AReaL's {SCHEDULER_NAME[column]} "
-                "scheduler does not "
-                f"read cluster.n_nodes and asks for them anyway, so the cluster must have them "
-                f"(cluster.n_nodes={nodes} says so)"
+                sentence(
+                    f"the engines need {needed} GPUs ({nodes} nodes of {n}) but cluster.n_nodes "
+                    f"× n_gpus_per_node declares {declared}: AReaL's {SCHEDULER_NAME[column]} "
+                    "scheduler does not read cluster.n_nodes and asks for them anyway, so the "
+                    "cluster must have them (",
+                    fix(f"cluster.n_nodes={nodes}"),
+                    " says so)",
+                )
             )
 
 
@@ -105,21 +126,28 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
             f"has one machine of {n} ({ctx.gpus_per_node.source})",
             str(alloc),
             None,
-            hint=f"make t×p at most {n}, or use scheduler.type=slurm or ray for instances "
-            "spanning nodes",
+            hint=sentence(
+                f"make t×p at most {n}, or use ",
+                fix("scheduler.type=slurm"),
+                " or ray for instances spanning nodes",
+            ),
         )
     if column == "slurm":
         if alloc.world_size % n:
             fit = (alloc.world_size // n + 1) * n
             layout = scaled_layout(alloc, fit)
-            example = f"{key}={layout}" if layout else f"a layout on {fit} GPUs"
+            remark = f" (a multiple of {n} GPUs)"
+            example = (
+                fix(f"{key}={layout}", remark=remark)
+                if layout
+                else f"a layout on {fit} GPUs{remark}"
+            )
             raise AllocationError(
                 f"{key}: AReaL's Slurm scheduler allocates only entire nodes: {alloc} takes "
                 f"{alloc.world_size} GPUs but a node has {n}",
                 str(alloc),
                 None,
-                hint=f"{example} (a multiple of {n} GPUs), or colocate {e.name} with an "
-                "engine on whole nodes",
+                hint=either(example, ", or ", f"colocate {e.name} with an engine on whole nodes"),
             )
         if alloc.is_inference and e.controller == "v1" and alloc.instance_size > n:
             raise AllocationError(
@@ -128,8 +156,14 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
                 "(sbatch fails with --ntasks-per-node=0)",
                 str(alloc),
                 None,
-                hint=f"make t×p at most {n}, or {e.section or e.name}._version=v2 (and the "
-                "same for the actor), whose servers span nodes",
+                hint=either(
+                    f"make t×p at most {n}",
+                    ", or ",
+                    sentence(
+                        fix(f"{e.section or e.name}._version=v2"),
+                        " (and the same for the actor), whose servers span nodes",
+                    ),
+                ),
             )
         if n % per_worker:
             raise AllocationError(
@@ -168,6 +202,12 @@ def check_ray_specs(ctx: Context) -> None:
                 raise ConfigError(
                     f"{key}: entry {i} has additional_bash_cmds, which AReaL's Ray scheduler "
                     "does not support",
-                    hint=f"{key}.{i}.additional_bash_cmds=null (set the environment up in the "
-                    "Ray image instead), or scheduler.type=slurm",
+                    hint=either(
+                        fix(
+                            f"{key}.{i}.additional_bash_cmds=null",
+                            remark=" (set the environment up in the Ray image instead)",
+                        ),
+                        ", or ",
+                        fix("scheduler.type=slurm"),
+                    ),
                 )

@@ -8,6 +8,7 @@ from typing import Literal
 
 from areal_conf.config.run_config import Teacher
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.rules.common import quoted
 from areal_conf.rules.context import Context
 
@@ -35,9 +36,15 @@ def check_teacher_layout_1_0(ctx: Context) -> None:
         f"teacher.{nested[0]}: AReaL 1.0 has no teacher.engine_type, teacher.rollout or "
         "teacher.train (its loader raises ConfigKeyError): its teacher is a training engine "
         "whose keys are directly under teacher",
-        hint=f"write the teacher as AReaL 1.0 does: teacher.backend={layout} with the engine's "
-        "keys (path, scheduling_spec, ...) directly under teacher; or, if your AReaL is 2.0, "
-        "apply its rules: AREAL_CONF_AREAL_VERSION=2.0",
+        hint=either(
+            sentence(
+                "write the teacher as AReaL 1.0 does: ",
+                fix(f"teacher.backend={layout}"),
+                " with the engine's keys (path, scheduling_spec, ...) directly under teacher",
+            ),
+            "; ",
+            "or, if your AReaL is 2.0, apply its rules: AREAL_CONF_AREAL_VERSION=2.0",
+        ),
     )
 
 
@@ -72,8 +79,17 @@ def check_teacher(ctx: Context) -> None:
             f"teacher.engine_type: {quoted(teacher.engine_type)} is not a teacher layout",
             teacher.engine_type if isinstance(teacher.engine_type, str) else None,
             None,
-            hint="teacher.engine_type=rollout (an inference teacher under teacher.rollout, "
-            "the default) or teacher.engine_type=train (a training teacher under teacher.train)",
+            hint=either(
+                fix(
+                    "teacher.engine_type=rollout",
+                    remark=" (an inference teacher under teacher.rollout, the default)",
+                ),
+                " or ",
+                fix(
+                    "teacher.engine_type=train",
+                    remark=" (a training teacher under teacher.train)",
+                ),
+            ),
         )
     layout = str(teacher.engine_type)
     present = teacher.has_rollout if layout == "rollout" else teacher.has_train
@@ -81,19 +97,22 @@ def check_teacher(ctx: Context) -> None:
         other = "train" if layout == "rollout" else "rollout"
         has_other = teacher.has_train if layout == "rollout" else teacher.has_rollout
         default = " (the default)" if not teacher.engine_type_given else ""
-        fix = (
-            f"teacher.engine_type={other} (the teacher has a teacher.{other} section)"
+        hint = (
+            fix(
+                f"teacher.engine_type={other}",
+                remark=f" (the teacher has a teacher.{other} section)",
+            )
             if has_other
-            else "add it, e.g. +teacher.rollout.backend=sglang:d1t2"
+            else sentence("add it, e.g. ", fix("+teacher.rollout.backend=sglang:d1t2"))
             if layout == "rollout"
-            else "add it, e.g. +teacher.train.backend=fsdp:d1t4"
+            else sentence("add it, e.g. ", fix("+teacher.train.backend=fsdp:d1t4"))
         )
         raise AllocationError(
             f"teacher.{layout}: teacher.engine_type is {layout}{default} but the teacher has "
             f"no teacher.{layout} section, which AReaL's loader requires",
             None,
             None,
-            hint=fix,
+            hint=hint,
         )
     if teacher.has_rollout and teacher.has_train:
         ctx.warn(

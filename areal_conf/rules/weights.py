@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from areal_conf.errors import ConfigError
+from areal_conf.hints import either, fix, sentence
 from areal_conf.rules.common import quoted, v1_awex
 from areal_conf.rules.context import Context
 
@@ -37,21 +38,21 @@ def check_delta_weight_update(ctx: Context) -> None:
             "rollout.scheduling_strategy.type",
             f"is {rollout.strategy.type}",
             "a separated rollout",
-            "rollout.scheduling_strategy.type=separation",
+            fix("rollout.scheduling_strategy.type=separation"),
         ),
         (
             actor.weight_update_delta_method == "adamw",
             "actor.weight_update_delta_method",
             f"is {quoted(actor.weight_update_delta_method)}",
             "the adamw method",
-            "actor.weight_update_delta_method=adamw",
+            fix("actor.weight_update_delta_method=adamw"),
         ),
         (
             actor.weight_update_anchor_interval >= 0,
             "actor.weight_update_anchor_interval",
             f"is {actor.weight_update_anchor_interval}",
             "an anchor interval of 0 or more",
-            "actor.weight_update_anchor_interval=0",
+            fix("actor.weight_update_anchor_interval=0"),
         ),
         (
             actor_backend == "megatron",
@@ -72,30 +73,30 @@ def check_delta_weight_update(ctx: Context) -> None:
             "actor._version",
             f"is {quoted(actor.controller)}",
             "controller v2",
-            "actor._version=v2 rollout._version=v2",
+            fix("actor._version=v2", "rollout._version=v2"),
         ),
         (
             rollout.controller == "v2",
             "rollout._version",
             f"is {quoted(rollout.controller)}",
             "controller v2",
-            "rollout._version=v2",
+            fix("rollout._version=v2"),
         ),
         (
             actor.weight_update_mode == "awex",
             "actor.weight_update_mode",
             f"is {quoted(actor.weight_update_mode)}",
             "AWEX weight updates",
-            "actor.weight_update_mode=awex",
+            fix("actor.weight_update_mode=awex"),
         ),
-        (not actor.use_lora, "actor.use_lora", "is true", "no LoRA", "actor.use_lora=false"),
+        (not actor.use_lora, "actor.use_lora", "is true", "no LoRA", fix("actor.use_lora=false")),
     )
-    for ok, key, have, need, fix in needs:
+    for ok, key, have, need, change in needs:
         if not ok:
             raise ConfigError(
                 f"{key}: {have}, but actor.enable_delta_weight_update (delta weight transfer) "
                 f"needs {need}",
-                hint=f"{fix}, or actor.enable_delta_weight_update=false",
+                hint=either(change, ", or ", fix("actor.enable_delta_weight_update=false")),
             )
 
 
@@ -139,7 +140,7 @@ def check_offload(ctx: Context) -> None:
         f"enable_offload: {now}, but "
         + " and ".join(why for why, _ in flags)
         + ": AReaL moves engines off the GPUs between steps only with enable_offload",
-        hint="enable_offload=true, or " + " ".join(fix for _, fix in flags),
+        hint=either(fix("enable_offload=true"), ", or ", fix(*(change for _, change in flags))),
     )
 
 
@@ -153,8 +154,13 @@ def check_colocated_weight_update(ctx: Context) -> None:
     raise ConfigError(
         f"actor.weight_update_mode: {quoted(actor.weight_update_mode)} cannot update a rollout "
         "that shares the actor's GPUs (AReaL allows disk or awex with colocation)",
-        hint="actor.weight_update_mode=disk, or awex with a megatron actor and an sglang "
-        "rollout, or rollout.scheduling_strategy.type=separation",
+        hint=either(
+            fix("actor.weight_update_mode=disk"),
+            ", or ",
+            "awex with a megatron actor and an sglang rollout",
+            ", or ",
+            fix("rollout.scheduling_strategy.type=separation"),
+        ),
     )
 
 
@@ -170,11 +176,13 @@ def check_awex_backends(ctx: Context) -> None:
         if have != needed:
             e = ctx.engines[name]
             body = e.allocation.parallel.body() if e.allocation is not None else "1"
-            fix = f"{name}.backend={needed}:{body}" if e.allocation is not None else example
+            backend = (
+                fix(f"{name}.backend={needed}:{body}") if e.allocation is not None else example
+            )
             raise ConfigError(
                 f"{name}.backend: actor.weight_update_mode awex on controller v1 needs "
                 f"{'a' if needed == 'megatron' else 'an'} {needed} {name}, got {have}",
-                hint=f"{fix}, or actor.weight_update_mode=disk",
+                hint=either(backend, ", or ", fix("actor.weight_update_mode=disk")),
             )
 
 
@@ -186,7 +194,11 @@ def check_routed_experts(ctx: Context) -> None:
     if _backend_name(ctx, "rollout") == "vllm":
         raise ConfigError(
             "rollout.return_routed_experts: vllm cannot return the routed experts",
-            hint="rollout.backend=sglang:<layout>, or rollout.return_routed_experts=false",
+            hint=either(
+                "rollout.backend=sglang:<layout>",
+                ", or ",
+                fix("rollout.return_routed_experts=false"),
+            ),
         )
 
 
@@ -198,8 +210,13 @@ def check_megatron_lora(ctx: Context) -> None:
     if _backend_name(ctx, "actor") == "megatron" and _backend_name(ctx, "rollout") == "sglang":
         raise ConfigError(
             "actor.use_lora: a megatron actor with LoRA cannot update an sglang rollout",
-            hint="rollout.backend=vllm:<layout>, or actor.use_lora=false, or another actor "
-            "backend (actor.backend=fsdp:<layout>)",
+            hint=either(
+                "rollout.backend=vllm:<layout>",
+                ", or ",
+                fix("actor.use_lora=false"),
+                ", or ",
+                "another actor backend (actor.backend=fsdp:<layout>)",
+            ),
         )
 
 
@@ -212,7 +229,11 @@ def check_controller_versions(ctx: Context) -> None:
         f"rollout._version: is {quoted(rollout.controller)} but actor._version is "
         f"{quoted(actor.controller)}: AReaL runs the actor and the rollout on the same controller "
         "version",
-        hint=f"rollout._version={actor.controller} or actor._version={rollout.controller}",
+        hint=either(
+            fix(f"rollout._version={actor.controller}"),
+            " or ",
+            fix(f"actor._version={rollout.controller}"),
+        ),
     )
 
 
@@ -225,7 +246,7 @@ def check_v1_weight_update(ctx: Context) -> None:
         raise ConfigError(
             f"actor.weight_update_mode: {quoted(actor.weight_update_mode)} is not a weight update "
             "AReaL knows (it fails after every engine has started)",
-            hint="actor.weight_update_mode=xccl (the default), disk or awex",
+            hint=sentence(fix("actor.weight_update_mode=xccl"), " (the default), disk or awex"),
         )
     if actor.controller == "v2" and actor.weight_update_mode_given:
         used = "disk" if actor.use_lora else "awex"

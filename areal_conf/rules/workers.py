@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.hints import fix, sentence
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.common import engine_section
 from areal_conf.rules.context import Context
@@ -66,10 +67,12 @@ def count_workers(ctx: Context) -> None:
     if without_spec:
         keys = ", ".join(f"{s}.scheduling_spec" for s in without_spec)
         ctx.warn(
-            f"no {keys}: AReaL's default scheduling_spec asks for gpu 0, so its scheduler "
-            "would start these workers without a GPU; the plan counts the GPUs of their "
-            "backend strings; add one entry with gpu 1, e.g. "
-            f"+{without_spec[0]}.scheduling_spec=[{{gpu:1}}]"
+            sentence(
+                f"no {keys}: AReaL's default scheduling_spec asks for gpu 0, so its scheduler "
+                "would start these workers without a GPU; the plan counts the GPUs of their "
+                "backend strings; add one entry with gpu 1, e.g. ",
+                fix(f"+{without_spec[0]}.scheduling_spec=[{{gpu:1}}]"),
+            )
         )
 
 
@@ -87,7 +90,7 @@ def _check_gpu_specs(e: EnginePlan, engine: EngineSection) -> None:
                     f"server t×p = {e.allocation.instance_size} GPUs only when gpu is above 0)",
                     None,
                     None,
-                    hint=f"{at}=1",
+                    hint=fix(f"{at}=1"),
                 )
             continue
         if gpu != 1:
@@ -99,7 +102,7 @@ def _check_gpu_specs(e: EnginePlan, engine: EngineSection) -> None:
             raise AllocationError(
                 f"{key}: gpu {gpu}: {what} (a training engine runs one rank per GPU, and AReaL "
                 "passes gpu to its scheduler as it is)",
-                hint=f"{at}=1",
+                hint=fix(f"{at}=1"),
             )
 
 
@@ -119,5 +122,5 @@ def _check_cpu_specs(ctx: Context, e: EnginePlan, engine: EngineSection) -> None
         key = engine.key("scheduling_spec")
         raise ConfigError(
             f"{key}: gpu {spec.gpu} on a CPU run (cluster.n_gpus_per_node is 0): {consequence}",
-            hint=f"{key}.{i}.gpu=0",
+            hint=fix(f"{key}.{i}.gpu=0"),
         )

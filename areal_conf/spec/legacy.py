@@ -53,6 +53,7 @@ from areal_conf.areal.roles import ROLE, ROLE_NAMES
 from areal_conf.areal.versions import TEACHER_LAYOUT_NAMES
 from areal_conf.arguments import choice
 from areal_conf.errors import AllocationError
+from areal_conf.hints import fix, sentence
 from areal_conf.overrides import hydra_value
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import BACKENDS, INFERENCE_BACKENDS, join_or
@@ -200,8 +201,10 @@ def _translate(legacy: object) -> list[_Entry]:
         raise AllocationError(
             "empty allocation_mode",
             legacy,
-            hint="set each engine's backend instead, e.g. "
-            "rollout.backend=sglang:d4t2 actor.backend=fsdp:d8",
+            hint=sentence(
+                "set each engine's backend instead, e.g. ",
+                fix("rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"),
+            ),
         )
     groups: list[list[_Component]] = []
     for spans in _split(legacy):
@@ -396,7 +399,9 @@ def _parse(legacy: str, spec: str, positions: list[int]) -> ModelAllocation:
             last = min(max(err.position + err.length - 1, first), last_index)
             position = positions[first]
             length = max(1, positions[last] - position + 1)
-        raise AllocationError(err.reason, legacy, position, length=length, hint=err.hint) from None
+        raise AllocationError(
+            err.reason, legacy, position, length=length, hint=err.advice or err.hint
+        ) from None
 
 
 def _check_name(legacy: str, name: str, name_pos: int, alloc: ModelAllocation) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError
-from areal_conf.overrides import shell_line
+from areal_conf.hints import as_hint, fix
 from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.spec.backends import BACKENDS, join_or
 from areal_conf.spec.grammar import LegacySyntax, Parser, parse_fast
@@ -64,11 +64,13 @@ def _with_translation(err: LegacySyntax, teacher_layout: str | None) -> Allocati
     from areal_conf.areal.versions import teacher_layout as layout_in_force
 
     layout = teacher_layout or layout_in_force()
+    hint = as_hint(err.advice or err.hint)
     try:
-        translation = shell_line(migrate_allocation_mode(str(err.spec), teacher_layout=layout))
+        translation = migrate_allocation_mode(str(err.spec), teacher_layout=layout)
     except AllocationError:
-        translation = ""
-    hint = err.hint + (f"; as overrides: {translation}" if translation else "")
+        translation = []
+    if translation:
+        hint = hint.then("; ", fix(*translation, lead="as overrides: ", quoted=True))
     spec = str(err.spec)
     return BackendSyntaxError(err.reason, spec, err.position, length=err.length, hint=hint)
 
@@ -98,12 +100,13 @@ def not_a_backend_string(
     if isinstance(spec, int) and not isinstance(spec, bool) and spec > 0:
         example = f"{example.partition(':')[0]}:d{spec}"  # "8" meant 8 GPUs, most likely
     where = f"{key}: " if key else ""
-    fix = f"{key}={example}" if key else f'backend: "{example}"'
     error = AllocationError(
         f"{where}backend must be a string, got {found}",
         spec,
         None,
-        hint=f"e.g. {fix} (a backend string)",
+        hint=fix(f"{key}={example}", lead="e.g. ", remark=" (a backend string)")
+        if key
+        else f'e.g. backend: "{example}" (a backend string)',
     )
     error.key = key
     return error

@@ -9,6 +9,7 @@ import pytest
 from _helpers import ROOT
 
 from areal_conf import AllocationError, validate
+from areal_conf.plan.report import plan_table
 from areal_conf.rules.registry import RULES, TOPICS, rules_for, rules_table
 
 
@@ -111,3 +112,7 @@ def test_each_warning_carries_the_id_of_the_rule_that_gave_it() -> None:
     ids = {rule.id for rule in RULES}
     assert all(rule is None or rule in ids for rule in plan.warning_rules)
     assert plan.to_dict()["warning_rules"] == list(plan.warning_rules)
+    printed = [line for line in plan_table(plan).splitlines() if line.startswith("warning: ")]
+    assert printed[0].endswith("(rule: scheduler-type)")
+    rules = plan.warning_rules
+    assert all(line.endswith(f"(rule: {r})") for line, r in zip(printed, rules, strict=True))
