@@ -13,8 +13,9 @@ functions.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from areal_conf.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
     from areal_conf.command.check import check_command
@@ -102,13 +103,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'areal_conf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports_on_first_use(__name__, _EXPORTS, keep_in=globals())
 
 
 def __dir__() -> list[str]:

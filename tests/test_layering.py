@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "areal_conf.files",
         "areal_conf.progress",
         "areal_conf.overrides",
+        "areal_conf.lazy",
     ),
     ("areal_conf.areal",),
     ("areal_conf.model",),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from areal_conf.settings import DEFAULT_GPU_MEMORY_GB, KNOBS, Settings, from_environment
 
@@ -29,41 +30,40 @@ def settings_from(args: argparse.Namespace) -> Settings:
 KNOB = {knob.field: knob for knob in KNOBS}
 
 
+def add_knob_option(
+    parser: argparse.ArgumentParser, field: str, metavar: str, help: str, **argument: Any
+) -> None:
+    """The flag of the setting ``field`` (:data:`KNOB`), its help naming the environment
+    variable that gives the same setting."""
+    knob = KNOB[field]
+    parser.add_argument(
+        knob.flag, metavar=metavar, help=f"{help} (environment: {knob.variable})", **argument
+    )
+
+
 def add_model_option(parser: argparse.ArgumentParser, help: str) -> None:
     """``--model KEY=VALUE [KEY=VALUE ...]`` (or the model's config.json, directory or
     Hugging Face id), the same on every verb; repeatable."""
-    knob = KNOB["model"]
-    parser.add_argument(
-        knob.flag,
-        metavar="KEY=VALUE",
-        nargs="+",
-        action="extend",
-        default=[],
-        help=f"{help} (environment: {knob.variable})",
-    )
+    add_knob_option(parser, "model", "KEY=VALUE", help, nargs="+", action="extend", default=[])
 
 
 def add_gpu_memory_option(parser: argparse.ArgumentParser, when: str = "") -> None:
     """``--gpu-memory-gb``, the same on every verb (``when``: which of the verb's uses)."""
-    knob, gpu = KNOB["gpu_memory_gb"], KNOB["gpu"]
-    parser.add_argument(
-        knob.flag,
-        metavar="GB",
-        help=f"{when}memory of one GPU in GB (10^9 bytes); default: the {gpu.flag}'s, else "
-        f"{DEFAULT_GPU_MEMORY_GB:g} (environment: {knob.variable})",
+    help = (
+        f"{when}memory of one GPU in GB (10^9 bytes); default: the {KNOB['gpu'].flag}'s, "
+        f"else {DEFAULT_GPU_MEMORY_GB:g}"
     )
+    add_knob_option(parser, "gpu_memory_gb", "GB", help)
 
 
 def add_gpu_option(parser: argparse.ArgumentParser) -> None:
     from areal_conf.model.hardware import HARDWARE
 
-    knob, memory = KNOB["gpu"], KNOB["gpu_memory_gb"]
-    parser.add_argument(
-        knob.flag,
-        metavar="NAME",
-        help=f"the GPU by name ({', '.join(HARDWARE)}): its memory counts unless "
-        f"{memory.flag} is given (environment: {knob.variable})",
+    help = (
+        f"the GPU by name ({', '.join(HARDWARE)}): its memory counts unless "
+        f"{KNOB['gpu_memory_gb'].flag} is given"
     )
+    add_knob_option(parser, "gpu", "NAME", help)
 
 
 def add_version_option(parser: argparse.ArgumentParser) -> None:

@@ -8,8 +8,9 @@ imported from its module on first use, not when this module is.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from areal_conf.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
     from areal_conf.advise.sweeps import (
@@ -84,10 +85,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'areal_conf.hydra.plugin_api' has no attribute {name!r}")
-    # read from its module at each use (not cached here), as the plugin's own
-    # function-level imports are: a name replaced there is replaced here too
-    return getattr(importlib.import_module(module), name)
+# Read from its module at each use (not kept here), as the plugin's own function-level
+# imports are: a name replaced there is replaced here too.
+__getattr__ = exports_on_first_use(__name__, _EXPORTS)
