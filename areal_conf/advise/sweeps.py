@@ -98,6 +98,21 @@ def check_engine(engine: object, cfg: Any = None) -> str:
     )
 
 
+def swept_keys(engine: object, cfg: Any) -> tuple[str, tuple[str, ...]]:
+    """``engine`` checked as :func:`check_engine` checks it, and the keys its backend may
+    have in the composed config ``cfg``, which a sweep sets: the config's own
+    (``teacher.rollout.backend`` for AReaL 2.0's inference teacher), or, where the config
+    has no section of it yet, every key the AReaL version gives it. The config is read once."""
+    choice = choose_rules()
+    run = read_config(cfg, choice.rules)
+    name = check_engine(engine, run)
+    section = run.engines.get(name)
+    if section is not None:
+        return name, (section.backend_key,)
+    sections = [row.section for row in choice.rules.rows(name)] or [name]
+    return name, tuple(f"{s}.backend" for s in sections)
+
+
 def check_engine_kind(engine: str, backend: str, kind: str | None = None) -> None:
     """A role runs a backend of its kind (``kind``: the config's, e.g. an inference
     teacher's; default the role's); an extra engine's kind follows from its backend."""

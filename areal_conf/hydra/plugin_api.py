@@ -15,10 +15,10 @@ from areal_conf.lazy import exports_on_first_use
 if TYPE_CHECKING:
     from areal_conf.advise.sweeps import (
         EngineSweep,
-        check_engine,
         check_ranking,
         check_sweep_sizes,
         engine_layouts,
+        swept_keys,
     )
     from areal_conf.areal.versions import choose_rules
     from areal_conf.config.known_keys import UnknownKey, missing_key, refused_override
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "EngineSweep": "areal_conf.advise.sweeps",
-    "check_engine": "areal_conf.advise.sweeps",
+    "swept_keys": "areal_conf.advise.sweeps",
     "check_ranking": "areal_conf.advise.sweeps",
     "check_sweep_sizes": "areal_conf.advise.sweeps",
     "engine_layouts": "areal_conf.advise.sweeps",
@@ -66,7 +66,6 @@ __all__ = [
     "Progress",
     "UnknownKey",
     "alloc",
-    "check_engine",
     "check_ranking",
     "check_sweep_sizes",
     "choose_rules",
@@ -79,6 +78,7 @@ __all__ = [
     "missing_key",
     "refused_override",
     "seconds_text",
+    "swept_keys",
     "user_override",
     "world_size",
     "write_atomic",

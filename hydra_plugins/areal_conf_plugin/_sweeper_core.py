@@ -33,11 +33,11 @@ from hydra.errors import ConfigCompositionException
 from areal_conf import AllocationError
 from areal_conf.hydra.plugin_api import (
     EngineSweep,
-    check_engine,
     check_ranking,
     check_sweep_sizes,
     engine_layouts,
     hydra_value,
+    swept_keys,
 )
 
 if TYPE_CHECKING:
@@ -110,16 +110,14 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
     assert sweeper.hydra_context is not None
     loader = sweeper.hydra_context.config_loader
     try:
-        engine = check_engine(sweeper.engine, sweeper.config)
+        engine, keys = swept_keys(sweeper.engine, sweeper.config)
     except AllocationError as err:
         raise _compact(err.with_context("hydra.sweeper.engine")) from err
     try:
         check_ranking(sweeper.rank, sweeper.top_k)
     except AllocationError as err:
         raise _compact(err) from err
-    key = f"{engine}.backend"
-
-    fixed = _engine_backend_overrides(parsed, key)
+    fixed, prefix = _engine_backend_overrides(parsed, keys)
     combinations = BasicSweeper.split_arguments(parsed, None)[0]
 
     jobs: list[list[str]] = []
@@ -141,7 +139,9 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
             where = f" with overrides {' '.join(combination)}" if combination else ""
             raise _compact(err, NAME + where) from err
         others = [item for item in combination if item not in fixed]
-        jobs.extend([*others, f"{found.key}={hydra_value(layout)}"] for layout in found.layouts)
+        jobs.extend(
+            [*others, f"{prefix}{found.key}={hydra_value(layout)}"] for layout in found.layouts
+        )
         summaries.append(_summary(found, others))
         if found.speed_note:
             summaries.append(f"{NAME}: {found.speed_note}")
@@ -150,11 +150,17 @@ def job_overrides(sweeper: LayoutsSweeper, parsed: list[Override]) -> list[list[
     return jobs
 
 
-def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
-    """The fixed ``<engine>.backend=...`` overrides, as the basic sweeper writes them."""
+def _engine_backend_overrides(
+    parsed: list[Override], keys: tuple[str, ...]
+) -> tuple[set[str], str]:
+    """The fixed overrides of the engine's backend (any of ``keys``), as the basic sweeper
+    writes them, and the prefix they add the key with (``+``, ``++``; each job's layout
+    takes it in their place: the key may be one the config lacks)."""
     fixed: set[str] = set()
+    prefix = ""
     for override in parsed:
-        if override.key_or_group != key or override.package is not None:
+        key = override.key_or_group
+        if key not in keys or override.package is not None:
             continue
         if override.is_sweep_override():
             reason = (
@@ -164,8 +170,10 @@ def _engine_backend_overrides(parsed: list[Override], key: str) -> set[str]:
                 f"{reason}\nhint: remove that override (hydra.sweeper.backend chooses the "
                 "backend), or sweep another engine with hydra.sweeper.engine"
             ) from AllocationError(reason)
-        fixed.add(f"{override.get_key_element()}={override.get_value_element_as_str()}")
-    return fixed
+        written = override.get_key_element()
+        fixed.add(f"{written}={override.get_value_element_as_str()}")
+        prefix = written[: len(written) - len(key)]
+    return fixed, prefix
 
 
 def _summary(found: EngineSweep, others: list[str]) -> str:

@@ -656,6 +656,28 @@ class TestSweeperInProcess:
         assert [b for b, _ in task.calls] == expected
         assert returns[0][-1].overrides == ["cluster.n_nodes=3", f"actor.backend={expected[-1]}"]
 
+    def test_the_fixed_backend_of_a_nested_engine_is_replaced(
+        self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
+    ) -> None:
+        # AReaL 2.0's inference teacher: its backend is teacher.rollout.backend, added
+        # with '+'; each job sets that key, with the prefix, in place of the fixed one.
+        returns = run_sweep(
+            hydra_sweep_runner,
+            [
+                "hydra.sweeper.engine=teacher",
+                "+teacher.rollout.backend=sglang:d2",
+                "cluster.n_nodes=3",
+            ],
+            tmp_path / "sweep",
+            lambda cfg: str(cfg.teacher.rollout.backend),
+            shared_rules_app(tmp_path),
+        )
+        expected = layouts("sglang", 2, max_tp=8)
+        assert [r.overrides for r in returns[0]] == [
+            ["cluster.n_nodes=3", f"+teacher.rollout.backend={s}"] for s in expected
+        ]
+        assert [r.return_value for r in returns[0]] == expected
+
     def test_layouts_follow_each_combination(
         self, hydra_sweep_runner: TSweepRunner, tmp_path: Path
     ) -> None:
@@ -674,6 +696,10 @@ class TestSweeperInProcess:
         "overrides, part",
         [
             (["actor.backend=fsdp:d8,fsdp:d4t2"], "cannot also be swept"),
+            (
+                ["hydra.sweeper.engine=teacher", "+teacher.rollout.backend=sglang:d2,sglang:t2"],
+                "sweeps teacher.rollout.backend itself",
+            ),
             (
                 ["hydra.sweeper.engine=teacher", "+teacher.rollout.backend="],
                 "teacher is disabled",
