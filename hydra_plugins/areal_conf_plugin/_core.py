@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.plugins import Plugins
@@ -41,21 +40,13 @@ from hydra_plugins.areal_conf_plugin._handover import (
     inner_launcher_config,
     with_launcher,
 )
+from hydra_plugins.areal_conf_plugin._sweep_state import CheckedJob
 from hydra_plugins.areal_conf_plugin.areal_launcher import AReaLLauncher
 
 if TYPE_CHECKING:
     from areal_conf import Plan
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Job:
-    num: int
-    overrides: list[str]
-    plan: Plan | None
-    unvalidated: bool = False  # composed, but no engine sections where they were looked for
-    failure: str | None = None  # why it is invalid (or could not be composed)
 
 
 def install_loader(launcher: AReaLLauncher, hydra_context: HydraContext) -> None:
@@ -70,13 +61,13 @@ def install_loader(launcher: AReaLLauncher, hydra_context: HydraContext) -> None
         loader = SweepLoader(inner, launcher.config)
         hydra_context.config_loader = loader
     loader.before_job = functools.partial(_before_job, launcher)
-    launcher.loader = loader
+    launcher.sweep.loader = loader
 
 
 def _before_job(launcher: AReaLLauncher, overrides: list[str]) -> None:
     """The sweeper asks for a job's config: at the first job of a sweep known in full,
     check the whole sweep now (an invalid job of any batch stops it before any runs)."""
-    if launcher.sweep_checked or launcher.checking:
+    if launcher.sweep.checked or launcher.sweep.checking:
         return
     whole = launcher_sweep_jobs(launcher)
     if whole and overrides == whole[0]:
@@ -86,11 +77,12 @@ def _before_job(launcher: AReaLLauncher, overrides: list[str]) -> None:
 def launcher_sweep_jobs(launcher: AReaLLauncher) -> list[list[str]] | None:
     """Every job of the sweep when the sweeper tells them (``expect_sweep``) or is
     Hydra's basic sweeper, expanded once; None otherwise."""
-    if launcher.sweep_jobs is None and not launcher.sweep_expanded:
+    sweep = launcher.sweep
+    if sweep.jobs is None and not sweep.expanded:
         assert launcher.config is not None and launcher.hydra_context is not None
-        launcher.sweep_expanded = True
-        launcher.sweep_jobs = basic_sweep_jobs(launcher.config, launcher.hydra_context)
-    return launcher.sweep_jobs
+        sweep.expanded = True
+        sweep.jobs = basic_sweep_jobs(launcher.config, launcher.hydra_context)
+    return sweep.jobs
 
 
 def check_sweep(launcher: AReaLLauncher, whole: Sequence[Sequence[str]]) -> None:
@@ -99,7 +91,7 @@ def check_sweep(launcher: AReaLLauncher, whole: Sequence[Sequence[str]]) -> None
     config = launcher.config
     assert config is not None
     mode = invalid_job_mode(config, launcher.on_invalid)
-    launcher.checking = True
+    launcher.sweep.checking = True
     try:
         jobs = _compose_and_validate(
             launcher,
@@ -111,9 +103,9 @@ def check_sweep(launcher: AReaLLauncher, whole: Sequence[Sequence[str]]) -> None
             for_later_batches=True,
         )
     finally:
-        launcher.checking = False
-    launcher.sweep_checked = True
-    launcher.checked = {job.num: job for job in jobs}
+        launcher.sweep.checking = False
+    launcher.sweep.checked = True
+    launcher.sweep.results = {job.num: job for job in jobs}
     _tell_unvalidated(launcher, jobs, len(whole))
 
 
@@ -135,7 +127,7 @@ def launch(
     try:
         return _launch(launcher, job_overrides, initial_job_idx)
     except KeyboardInterrupt as exc:
-        raise interrupted_sweep(exc, launcher.launched) from None
+        raise interrupted_sweep(exc, launcher.sweep.launched) from None
 
 
 def interrupted_sweep(exc: KeyboardInterrupt, launched: int) -> KeyboardInterrupt:
@@ -165,15 +157,15 @@ def _launch(
     assert config is not None
     assert hydra_context is not None
     assert task_function is not None
-    if launcher.loader is None:
+    if launcher.sweep.loader is None:
         install_loader(launcher, hydra_context)
-    loader = launcher.loader
+    loader = launcher.sweep.loader
     assert loader is not None
 
     inner_launcher = inner_launcher_config(config, launcher.launcher_config)
     mode = invalid_job_mode(config, launcher.on_invalid)
     batch = [list(o) for o in job_overrides]
-    if batch and not launcher.sweep_checked:
+    if batch and not launcher.sweep.checked:
         _before_job(launcher, batch[0])  # a sweeper that did not check the batch itself
     jobs = _checked_jobs(launcher, batch, initial_job_idx)
     if jobs is None:
@@ -182,7 +174,7 @@ def _launch(
             batch,
             initial_job_idx,
             stop=mode == STOP,
-            launched=launcher.launched,
+            launched=launcher.sweep.launched,
             keep=not launcher.dry_run,
         )
         _tell_unvalidated(launcher, jobs, len(batch))
@@ -214,7 +206,7 @@ def _launch(
     log.info("areal launcher: %s, launching with %s", summary, type(inner).__name__)
     try:
         if not bad:
-            launcher.launched += len(batch)
+            launcher.sweep.launched += len(batch)
             return inner.launch(batch, initial_job_idx=initial_job_idx)
         # fail_job: invalid jobs come back failed, in place; valid runs of consecutive
         # jobs keep their numbers (and so their output directories).
@@ -225,7 +217,7 @@ def _launch(
             if i < len(batch) and num not in bad:
                 continue
             if start < i:
-                launcher.launched += i - start
+                launcher.sweep.launched += i - start
                 returns += inner.launch(batch[start:i], initial_job_idx=initial_job_idx + start)
             if i < len(batch):
                 returns.append(failed_job(num, batch[i], bad[num]))
@@ -239,12 +231,12 @@ def _launch(
 
 def _checked_jobs(
     launcher: AReaLLauncher, batch: Sequence[Sequence[str]], initial_job_idx: int
-) -> list[_Job] | None:
+) -> list[CheckedJob] | None:
     """The batch's jobs as the check of the whole sweep found them, or None when that
     check did not run or saw other jobs under these numbers."""
-    if not launcher.sweep_checked:
+    if not launcher.sweep.checked:
         return None
-    jobs = [launcher.checked.get(initial_job_idx + i) for i in range(len(batch))]
+    jobs = [launcher.sweep.results.get(initial_job_idx + i) for i in range(len(batch))]
     if any(job is None or job.overrides != list(o) for job, o in zip(jobs, batch, strict=True)):
         return None
     return [job for job in jobs if job is not None]
@@ -346,7 +338,7 @@ def _compose_and_validate(
     launched: int = 0,
     whole_sweep: bool = False,
     for_later_batches: bool = False,
-) -> list[_Job]:
+) -> list[CheckedJob]:
     """Compose and validate each job, each once: a config the sweeper's check already
     composed is read back, and with ``keep`` each config stays with the loader for the
     inner launcher. With ``stop``, any failure raises the list of failing jobs; otherwise
@@ -356,15 +348,15 @@ def _compose_and_validate(
     from areal_conf import AllocationError
     from areal_conf.hydra.plugin_api import Progress, UnknownKey
 
-    loader = launcher.loader
+    loader = launcher.sweep.loader
     assert loader is not None
-    jobs: list[_Job] = []
+    jobs: list[CheckedJob] = []
     total = len(job_overrides)
     with Progress(total, "areal launcher: validating jobs", log=log.info) as progress:
         for i, overrides in enumerate(job_overrides):
             num = initial_job_idx + i
             ovr = list(overrides)
-            job = _Job(num, ovr, None)
+            job = CheckedJob(num, ovr, None)
             try:
                 job_cfg = loader.peek(ovr)
                 if job_cfg is None:
@@ -455,7 +447,7 @@ def areal_section(job_cfg: DictConfig, root: str) -> Any:
     return section
 
 
-def launch_summary(jobs: Sequence[_Job], bad: dict[int, str]) -> str:
+def launch_summary(jobs: Sequence[CheckedJob], bad: dict[int, str]) -> str:
     """``3 jobs valid``, or with jobs that were not validated ``1 job valid, 2 not validated``."""
     unvalidated = sum(job.unvalidated for job in jobs)
     valid = len(jobs) - len(bad) - unvalidated
@@ -463,11 +455,11 @@ def launch_summary(jobs: Sequence[_Job], bad: dict[int, str]) -> str:
     return text + (f", {unvalidated} not validated" if unvalidated else "")
 
 
-def _tell_unvalidated(launcher: AReaLLauncher, jobs: Sequence[_Job], total: int) -> None:
+def _tell_unvalidated(launcher: AReaLLauncher, jobs: Sequence[CheckedJob], total: int) -> None:
     nums = [job.num for job in jobs if job.unvalidated]
-    if nums and not launcher.told_unvalidated:
+    if nums and not launcher.sweep.told_unvalidated:
         log.warning(unvalidated_notice(nums, total, launcher.config_root))
-        launcher.told_unvalidated = True
+        launcher.sweep.told_unvalidated = True
 
 
 def unvalidated_notice(nums: Sequence[int], total: int, root: str) -> str:

@@ -47,16 +47,10 @@ class AReaLLauncher(Launcher):
         self.dry_run = bool(dry_run)
         self.on_invalid = on_invalid
         self.config_root = str(config_root or "")
-        self.told_unvalidated = False
-        # The whole sweep, when a sweeper announces it (see expect_sweep), and what has
-        # been validated and launched so far: a launcher sees one batch at a time.
-        self.sweep_jobs: list[list[str]] | None = None
-        self.sweep_expanded = False  # sweep_jobs was looked for (None: not known)
-        self.sweep_checked = False
-        self.checking = False
-        self.checked: dict[int, Any] = {}  # job number -> what the check found
-        self.launched = 0
-        self.loader: Any = None  # the SweepLoader composing this sweep's jobs
+        from hydra_plugins.areal_conf_plugin._sweep_state import SweepState
+
+        # What it knows of the sweep, which only _core writes.
+        self.sweep = SweepState()
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -80,9 +74,7 @@ class AReaLLauncher(Launcher):
     def expect_sweep(self, job_overrides: Sequence[Sequence[str]]) -> None:
         """Called by a sweeper that knows every job before the first batch (areal_layouts):
         the whole sweep is then validated before the first batch is launched."""
-        self.sweep_jobs = [list(o) for o in job_overrides]
-        self.sweep_checked = False
-        self.checked = {}
+        self.sweep.expect(job_overrides)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
