@@ -133,7 +133,6 @@ def choice(name: str, value: object, options: Iterable[str], *, hint: str = "") 
     raise AllocationError(
         f"{name} must be one of {listed}, got {shown(value)}",
         value if isinstance(value, str) else None,
-        None,
         hint=hint or f"give one of {listed}",
     )
 

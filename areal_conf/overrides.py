@@ -98,7 +98,6 @@ def sweep_override(key: str, values: Sequence[str]) -> str:
         raise AllocationError(
             "a sweep needs a non-empty list of values",
             values if isinstance(values, str) else None,
-            None,
             hint="e.g. sweep_override('actor.backend', ['fsdp:d8', 'fsdp:d4t2'])",
         )
     return f"{key}=" + ",".join(hydra_value(v) for v in values)

@@ -209,7 +209,6 @@ def read_model_setting(value: Any, where: str) -> dict[str, Any]:
                 f"{where} takes KEY=VALUE sizes, or the model's config.json, directory or "
                 f"Hugging Face id, got {item!r}",
                 item,
-                None,
                 hint=f"e.g. {where} Qwen/Qwen3-8B, or {where} num_experts=64 num_layers=48",
             )
         text = given.strip()

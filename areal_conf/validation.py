@@ -266,7 +266,7 @@ def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
             return err
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             # an override the config cannot take (a key under a value that is no section)
-            return AllocationError(f"the override cannot be applied: {err}", None, None)
+            return AllocationError(f"the override cannot be applied: {err}")
         if failed is None:
             return None
         error = failed[1]
@@ -288,7 +288,6 @@ def check_allocation_mode(
         raise AllocationError(
             "allocation_mode: the deprecated allocation_mode is set",
             value,
-            None,
             hint=sentence(
                 "remove it and set each engine's backend, e.g. ",
                 fix("rollout.backend=sglang:d4t2", "actor.backend=fsdp:d8"),
@@ -333,7 +332,6 @@ def check_allocation_mode(
     raise AllocationError(
         "allocation_mode is deprecated: each engine has its own backend field now",
         value,
-        None,
         hint=hint,
     )
 

@@ -37,7 +37,6 @@ def plot_layouts(
         raise AllocationError(
             f"--plot writes a PNG file, got {path!r}",
             str(path),
-            None,
             hint="give a file name ending in .png, e.g. --plot layouts.png",
         )
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
@@ -96,7 +95,6 @@ def plot_layouts(
         raise AllocationError(
             f"--plot cannot write {path!r}: {err.strerror or err}",
             str(path),
-            None,
             hint="give a path in a directory that exists and you may write to",
         ) from None
     finally:

@@ -93,7 +93,6 @@ def check_engine(engine: object, cfg: Any = None) -> str:
     raise AllocationError(
         f"unknown engine {shown!s}",
         shown,
-        None,
         hint=hint + "the engines are " + join_or(known),
     )
 

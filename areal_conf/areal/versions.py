@@ -203,7 +203,6 @@ def supported_version(text: object, *, where: str) -> str:
     raise AllocationError(
         f"{where}: {text!r} is not an AReaL version areal-conf has rules for ({choices})",
         text if isinstance(text, str) else None,
-        None,
         hint=f"use {choices}, e.g. {where}={NEWEST}" if where == VERSION_ENV else f"use {choices}",
     )
 

@@ -20,7 +20,6 @@ def _explain(args: argparse.Namespace) -> None:
         if args.nodes is not None or args.gpus_per_node is not None:
             raise AllocationError(
                 "--nodes and --gpus-per-node are for backend strings; a config has its cluster",
-                None,
                 hint="override it instead, e.g. cluster.n_nodes=4 cluster.n_gpus_per_node=8",
             )
         print(
@@ -36,7 +35,6 @@ def _explain(args: argparse.Namespace) -> None:
     if not args.spec:
         raise AllocationError(
             "explain needs backend strings or a config",
-            None,
             hint="e.g. python -m areal_conf explain fsdp:d4t2 --groups, or "
             "python -m areal_conf explain --config conf/config.yaml rollout.backend=sglang:d4t2",
         )

@@ -86,7 +86,6 @@ def parse_areal_command(
     if not args:
         raise AllocationError(
             "no AReaL command given",
-            None,
             hint=f"put the command you run AReaL with after the verb, e.g. {EXAMPLE_COMMAND}",
         )
     form, driver, first = _driver_start(args)

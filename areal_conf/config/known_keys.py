@@ -303,7 +303,7 @@ def _unknown(
     right: str | None = None,
     present: bool = False,
 ) -> UnknownKey:
-    error = UnknownKey(reason, None, None, hint=hint)
+    error = UnknownKey(reason, hint=hint)
     error.key, error.right, error.right_present = key, right, present
     return error
 

@@ -111,7 +111,6 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         raise AllocationError(
             f"the config must be a mapping of sections, got {type(cfg).__name__}",
             cfg,
-            None,
             hint="pass the composed config itself, e.g. validate(cfg) inside @hydra.main",
         )
     if keys:  # before any value is read: a misspelt key is the cause of what follows
@@ -158,7 +157,6 @@ def read_cluster(cfg: Any) -> Cluster:
         raise AllocationError(
             f"cluster: must be a section, got {type(cluster).__name__}",
             cluster,
-            None,
             hint="e.g. cluster: {n_nodes: 1, n_gpus_per_node: 8}",
         )
     values = []
@@ -170,7 +168,6 @@ def read_cluster(cfg: Any) -> Cluster:
             raise AllocationError(
                 f"cluster.{field_name}: must be {what}, got {value!r}",
                 value,
-                None,
                 hint=fix(f"cluster.{field_name}={default}", lead="e.g. "),
             )
         values.append(value)
@@ -181,7 +178,6 @@ def read_cluster(cfg: Any) -> Cluster:
         raise AllocationError(
             f"cluster.gpu_memory_gb: must be a positive number of GB (10^9 bytes), got {gb!r}",
             gb,
-            None,
             hint=sentence("e.g. ", fix("cluster.gpu_memory_gb=80"), " for an 80 GB GPU"),
         )
     from areal_conf.config.run_config import check_cluster_size
@@ -441,7 +437,6 @@ def _strategy(node: Any, prefix: str) -> Strategy:
         raise AllocationError(
             f"{prefix}.type: unknown scheduling type {kind!r}",
             kind if isinstance(kind, str) else None,
-            None,
             hint=f"use {' or '.join(SCHEDULING_TYPES)}",
         )
     target = read_value(strategy, "target", f"{prefix}.target")

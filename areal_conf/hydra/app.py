@@ -344,7 +344,6 @@ def _omegaconf_message(exc: BaseException, argv: Sequence[str]) -> str:
         error = AllocationError(
             error.reason,
             value,
-            None,
             hint=error.hint + "; python train.py --cfg job shows the config as composed",
         )
     return "error: invalid config\n" + str(error)

@@ -244,7 +244,6 @@ def place_alone(alloc: ModelAllocation, n_nodes: int, n_gpus_per_node: int) -> P
             f"{alloc} needs {alloc.world_size} GPUs but {n_nodes} node"
             f"{'s' if n_nodes != 1 else ''} × {n_gpus_per_node} GPUs have {available}",
             str(alloc),
-            None,
             hint=f"use --nodes {nodes} or more",
         )
     name = alloc.backend

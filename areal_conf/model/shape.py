@@ -144,7 +144,6 @@ def _read(path: str, file: str) -> dict[str, Any]:
         raise AllocationError(
             f"model.hf_config: no file {file!r}",
             path,
-            None,
             hint="give the path of the model's config.json (or of its directory), "
             "or null to use the model section alone",
         ) from None
@@ -152,14 +151,12 @@ def _read(path: str, file: str) -> dict[str, Any]:
         raise AllocationError(
             f"model.hf_config: cannot read {file!r} as JSON ({err})",
             path,
-            None,
             hint="give the model's config.json as written by Hugging Face",
         ) from None
     if not isinstance(data, dict):
         raise AllocationError(
             f"model.hf_config: {file!r} holds no JSON object",
             path,
-            None,
             hint="give the model's config.json as written by Hugging Face",
         )
     text = data.get("text_config")
@@ -262,7 +259,6 @@ def resolve_model(
             raise AllocationError(
                 f"{where} must be a path or a Hugging Face id, got {source!r}",
                 source,
-                None,
                 hint="give the path of the model's config.json, "
                 "e.g. model.hf_config=/models/x/config.json",
             )
@@ -273,7 +269,6 @@ def resolve_model(
                 raise AllocationError(
                     f"{where}: {found.missing}",
                     source,
-                    None,
                     hint="give the path of the model's config.json (or of its directory), "
                     "or a Hugging Face id such as Qwen/Qwen3-8B",
                 )
@@ -387,7 +382,6 @@ def check_size_value(key: str, value: object, *, example: int, null_means: str) 
         raise AllocationError(
             f"model.{key} must be a positive integer or null, got {value!r}",
             value,
-            None,
             hint=sentence(
                 "write e.g. ", fix(f"model.{key}={example}"), f", or null to {null_means}"
             ),
@@ -405,7 +399,6 @@ def check_shape_values(section: Mapping[str, Any]) -> None:
         raise AllocationError(
             f"model.tie_word_embeddings must be true, false or null, got {tie!r}",
             tie,
-            None,
             hint="write model.tie_word_embeddings=true when the output layer shares the "
             "embedding matrix",
         )

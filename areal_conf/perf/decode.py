@@ -72,7 +72,6 @@ def decode_throughput(
         raise AllocationError(
             f"decode_throughput models an inference engine; {alloc.backend} trains",
             str(alloc),
-            None,
             hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
         )
     whole("concurrent", concurrent, example="e.g. the rollout's max_concurrent_rollouts, 256")
@@ -87,7 +86,6 @@ def decode_throughput(
             f"{alloc} on {gpu_.name} keeps {capacity:,} tokens of KV cache per instance, "
             f"less than one sequence of {context_tokens:,} tokens",
             str(alloc),
-            None,
             hint="give each instance more GPUs (tp), a GPU with more memory, or a larger "
             "memory fraction (sglang.mem_fraction_static)",
         )

@@ -246,7 +246,6 @@ def dtype_bytes(name: str) -> int:
         raise AllocationError(
             f"unknown data type {name!r}",
             name,
-            None,
             hint="use one of " + ", ".join(sorted(_DTYPE_BYTES)),
         ) from None
 

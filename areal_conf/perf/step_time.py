@@ -247,7 +247,6 @@ def step_time(
         raise AllocationError(
             f"step_time models a training engine; {alloc.backend} serves inference",
             str(alloc),
-            None,
             hint="use decode_throughput(...) for sglang and vllm, or give a training "
             "backend (fsdp, megatron, archon)",
         )

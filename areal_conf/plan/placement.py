@@ -42,7 +42,6 @@ def place(
                 f"{name}: an instance of {block} GPUs (t×p) is larger than a node "
                 f"({size} GPUs) but not a whole number of nodes",
                 str(alloc),
-                None,
                 hint=f"make t×p a divisor or a multiple of {size}",
             )
         if alloc.is_inference and block > size:
@@ -186,6 +185,5 @@ def _does_not_fit(
     return AllocationError(
         f"{name}: {alloc} does not fit on {n_nodes} × {size} GPUs: {unit}, {rule}; {fits}",
         str(alloc),
-        None,
         hint=hint,
     )

@@ -34,7 +34,6 @@ def check_awex_sharing(ctx: Context) -> None:
             f"weights by CUDA IPC to the rollout on the same GPUs, so the rollout must run on "
             f"exactly the actor's {a.world_size} GPUs; {r} takes {r.world_size}",
             str(r),
-            None,
             hint=fix(resized),
         )
     if rollout.colocated_with is not None:

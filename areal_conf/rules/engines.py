@@ -88,7 +88,6 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
         raise AllocationError(
             f"{engine.key('allocation')}: is derived from {key} and cannot be set",
             engine.allocation_written,
-            None,
             hint=f"set {key} instead, and leave {engine.key('allocation')} as "
             "${areal.allocation:}",
         )
@@ -119,7 +118,6 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
         raise AllocationError(
             f"{key}: {reason}",
             "",
-            None,
             hint=either(
                 fix(f"{key}={example}", lead="e.g. ", remark=" (set one)"),
                 ", or ",
@@ -382,7 +380,7 @@ def _later(
             f"{chain}: {target.name} is created after {name}, and a colocation target must "
             f"already exist (AReaL creates {creation_text(run.rules)})"
         )
-    return AllocationError(f"{key}: {reason}", None, None, hint=swap)
+    return AllocationError(f"{key}: {reason}", hint=swap)
 
 
 def _bad_target(
@@ -395,7 +393,7 @@ def _bad_target(
 ) -> AllocationError:
     key = strategy_key(engines[name])
     hint = _target_fixes(name, engines, rank, typo=typo)
-    return AllocationError(f"{key}: {reason}", None, None, hint=hint)
+    return AllocationError(f"{key}: {reason}", hint=hint)
 
 
 def _target_fixes(
@@ -472,7 +470,6 @@ def replica_mismatch(
     return AllocationError(
         f"{key}: {reason}",
         str(a),
-        None,
         hint=replica_fix(e, a, target.name, t),
     )
 

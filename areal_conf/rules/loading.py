@@ -31,7 +31,6 @@ def check_load_keys(ctx: Context) -> None:
                 f"{engine.key('_version')}: {quoted(engine.controller)} is not a controller "
                 "version",
                 engine.controller if isinstance(engine.controller, str) else None,
-                None,
                 hint=either(
                     fix(
                         f"{engine.key('_version')}=v1",
@@ -50,7 +49,6 @@ def check_load_keys(ctx: Context) -> None:
                 raise AllocationError(
                     f"{engine.key(key)}: {quoted(value)} is not a dtype AReaL accepts here",
                     value if isinstance(value, str) else None,
-                    None,
                     hint=sentence(
                         f"use {join_or(list(allowed))}, e.g. ",
                         fix(f"{engine.key(key)}={'bfloat16' if key == 'dtype' else 'float32'}"),

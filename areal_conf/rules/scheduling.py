@@ -37,7 +37,6 @@ def check_scheduler(ctx: Context) -> None:
         raise AllocationError(
             f"scheduler.type: {quoted(kind)} is not a scheduler AReaL has",
             kind if isinstance(kind, str) else None,
-            None,
             hint=either(
                 fix("scheduler.type=local", remark=" (one machine)"),
                 ", or ",
@@ -125,7 +124,6 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
             f"{key}: a worker of {alloc} needs {per_worker} GPUs but AReaL's local scheduler "
             f"has one machine of {n} ({ctx.gpus_per_node.source})",
             str(alloc),
-            None,
             hint=sentence(
                 f"make t×p at most {n}, or use ",
                 fix("scheduler.type=slurm"),
@@ -146,7 +144,6 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
                 f"{key}: AReaL's Slurm scheduler allocates only entire nodes: {alloc} takes "
                 f"{alloc.world_size} GPUs but a node has {n}",
                 str(alloc),
-                None,
                 hint=either(example, ", or ", f"colocate {e.name} with an engine on whole nodes"),
             )
         if alloc.is_inference and e.controller == "v1" and alloc.instance_size > n:
@@ -155,7 +152,6 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
                 f"({n}): AReaL's Slurm scheduler starts v1 servers as tasks within one node "
                 "(sbatch fails with --ntasks-per-node=0)",
                 str(alloc),
-                None,
                 hint=either(
                     f"make t×p at most {n}",
                     ", or ",
@@ -170,7 +166,6 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
                 f"{key}: a worker of {alloc} takes {per_worker} GPUs, which does not divide a "
                 f"node's {n}: AReaL's Slurm scheduler packs workers {n} GPUs to a node",
                 str(alloc),
-                None,
                 hint=f"make t×p a divisor of {n}",
             )
     if column == "ray":
@@ -179,7 +174,6 @@ def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:
                 f"{key}: a worker of {alloc} takes {per_worker} GPUs, more than a node's {n} "
                 "but not a whole number of nodes, which AReaL's Ray scheduler requires",
                 str(alloc),
-                None,
                 hint=f"make t×p a divisor or a multiple of {n}",
             )
         if alloc.world_size >= n and alloc.world_size % n:

@@ -78,7 +78,6 @@ def check_teacher(ctx: Context) -> None:
         raise AllocationError(
             f"teacher.engine_type: {quoted(teacher.engine_type)} is not a teacher layout",
             teacher.engine_type if isinstance(teacher.engine_type, str) else None,
-            None,
             hint=either(
                 fix(
                     "teacher.engine_type=rollout",
@@ -110,8 +109,6 @@ def check_teacher(ctx: Context) -> None:
         raise AllocationError(
             f"teacher.{layout}: teacher.engine_type is {layout}{default} but the teacher has "
             f"no teacher.{layout} section, which AReaL's loader requires",
-            None,
-            None,
             hint=hint,
         )
     if teacher.has_rollout and teacher.has_train:

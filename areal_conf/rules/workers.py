@@ -50,7 +50,6 @@ def count_workers(ctx: Context) -> None:
                     f"larger than a node ({n} GPUs) but not a whole number of nodes, which "
                     "controller v2 requires",
                     str(alloc),
-                    None,
                     hint=f"make t×p a divisor or a multiple of {n}",
                 )
             nodes = alloc.instance_size // n
@@ -88,8 +87,6 @@ def _check_gpu_specs(e: EnginePlan, engine: EngineSection) -> None:
                 raise AllocationError(
                     f"{key}: gpu 0 starts {e.name}'s servers without a GPU (AReaL gives each "
                     f"server t×p = {e.allocation.instance_size} GPUs only when gpu is above 0)",
-                    None,
-                    None,
                     hint=fix(f"{at}=1"),
                 )
             continue

@@ -130,7 +130,6 @@ def _check_backend(backend: object) -> BackendRule:
         raise AllocationError(
             f"backend must be a string, got {type(backend).__name__}",
             backend,
-            None,
             hint=f"give a backend name: {known}",
         )
     rule = BACKENDS.get(backend)

@@ -339,7 +339,6 @@ def _parse_order(order: object, allocation: ModelAllocation) -> list[str]:
             raise AllocationError(
                 f"rank order leaves out {name}, but {' and '.join(big)}",
                 order,
-                None,
                 hint=f"add {name} to the order, e.g. {DEFAULT_ORDER}",
             )
         tokens.append(name)

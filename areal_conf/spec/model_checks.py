@@ -70,7 +70,6 @@ def validate_model(model: object) -> ModelSpec:
         raise AllocationError(
             f"the model section must be a mapping, got {type(model).__name__}",
             model,
-            None,
             hint="give a mapping with some of the keys " + ", ".join(MODEL_KEYS),
         )
     known = (*MODEL_KEYS, *SHAPE_KEYS)
@@ -84,7 +83,6 @@ def validate_model(model: object) -> ModelSpec:
             raise AllocationError(
                 f"unknown key {shown!s} in the model section",
                 shown,
-                None,
                 hint=hint + "the model section's keys are " + ", ".join(known),
             )
         check_size_value(key, value, example=_EXAMPLES[key], null_means="skip its check")
@@ -558,7 +556,6 @@ def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, ob
     raise AllocationError(
         f"{engine}: {spec} breaks {count}: " + "; ".join(v.text for v in found),
         spec,
-        None,
         hint="; ".join(f"{size}: {fix}" if len(fixes) > 1 else fix for size, fix in fixes.items()),
     )
 

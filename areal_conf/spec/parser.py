@@ -103,7 +103,6 @@ def not_a_backend_string(
     error = AllocationError(
         f"{where}backend must be a string, got {found}",
         spec,
-        None,
         hint=fix(f"{key}={example}", lead="e.g. ", remark=" (a backend string)")
         if key
         else f'e.g. backend: "{example}" (a backend string)',

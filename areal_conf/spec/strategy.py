@@ -145,7 +145,6 @@ def _checked(cls: type[_Strategy], sizes: tuple[object, ...]) -> _Strategy:
         if type(size) is not int or size < 1:
             raise AllocationError(
                 f"{name} must be a positive integer, got {size!r}",
-                None,
                 hint="build layouts with parse_backend / ModelAllocation.from_str",
             )
         checked.append(size)
@@ -155,7 +154,6 @@ def _checked(cls: type[_Strategy], sizes: tuple[object, ...]) -> _Strategy:
     if world > MAX_SIZE:
         raise AllocationError(
             f"world size {world} (dp×tp×pp×cp) is larger than the limit {MAX_SIZE} (2**20)",
-            None,
             hint="use smaller sizes",
         )
     derived = expert_data_parallel(world, pp, etp, ep, edp)
@@ -168,7 +166,6 @@ def _checked(cls: type[_Strategy], sizes: tuple[object, ...]) -> _Strategy:
         )
         raise AllocationError(
             f"{found} the world size dp×tp×pp×cp = {world}",
-            None,
             hint=f"set edp = world / (pp×etp×ep); parse_backend derives it "
             f"(here world={world}, pp×etp×ep={per_replica})",
         )
