@@ -16,7 +16,9 @@ matrix FLOPs (attention 2.5×: flash attention's backward recomputes the scores)
 recomputation runs the forward again, selective recomputation the attention core again.
 The output layer adds ``2·h·V`` per token on the last pipeline stage. Everything a
 micro-batch does on one GPU is split as Megatron splits it: by ``tp`` (and ``cp`` for the
-tokens), experts by ``ep×etp``.
+tokens), the experts' weights by ``ep×etp``, an expert shard running the tokens of its
+whole ``etp`` group (gathered after the dispatch), so that the expert FLOPs a GPU runs do
+not depend on how the experts are split.
 
 **Matrix multiplications.** A GEMM of ``M×K`` by ``K×N`` takes the longer of its FLOPs
 at ``peak × gemm_efficiency × fill`` and its bytes at the HBM bandwidth (a roofline), plus
@@ -353,8 +355,10 @@ def _step(
     attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp) + gemm(tokens, q_out / tp, h)
     if s.experts:
         # Tokens reaching one expert: the distinct tokens of the ep group's GPUs (a
-        # tensor-parallel rank's 1/tp of the micro-batch) times topk, over the experts.
-        routed = tokens / tp * s.topk * ep / s.experts
+        # tensor-parallel rank's 1/tp of the micro-batch) times topk, over the experts;
+        # with etp > 1 an expert shard runs the tokens of its whole etp group, gathered
+        # after the dispatch (Megatron-Core's token dispatchers), on 1/etp of the weights.
+        routed = tokens / tp * s.topk * ep / s.experts * etp
         experts_here = s.experts / ep
         mlp = experts_here * (
             gemm(routed, h, 2 * s.moe_ffn / etp) + gemm(routed, s.moe_ffn / etp, h)
@@ -362,7 +366,9 @@ def _step(
         if s.shared_ffn:
             mlp += gemm(tokens, h, 2 * s.shared_ffn / tp) + gemm(tokens, s.shared_ffn / tp, h)
         mlp += gemm(tokens, h, s.experts)  # router
-        ffn_values = s.topk * s.moe_ffn / etp + s.shared_ffn / tp
+        # the routed activations of those tokens: topk × moe_ffn values a token of the
+        # GPU's 1/tp share, whatever etp splits
+        ffn_values = s.topk * s.moe_ffn / tp + s.shared_ffn / tp
     else:
         mlp = gemm(tokens, h, 2 * s.ffn / tp) + gemm(tokens, s.ffn / tp, h)
         ffn_values = s.ffn / tp
