@@ -1,6 +1,6 @@
 """The GPUs areal-conf knows by name, with the numbers of their data sheets.
 
-``HARDWARE`` maps a name (``a100``, ``h100``, ``h200``, ``b200``) to a frozen
+``HARDWARE`` maps a name (``a100``, ``h100``, ``h800``, ``h200``, ``b200``) to a frozen
 :class:`Hardware`; change a number with ``dataclasses.replace(HARDWARE["h100"],
 inter_node_gb_per_s=25.0)``. ``--gpu NAME`` (``AREAL_CONF_GPU``) gives areal-conf the
 memory of one GPU from here.
@@ -12,16 +12,23 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
   port per GPU (25 GB/s).
 - H100 SXM5: 989 TFLOPS dense BF16, 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s (450 one
   way); DGX H100 has one 400 Gb/s NDR port per GPU (50 GB/s).
+- H800 SXM5: H100's die, compute and memory, its NVLink cut to 400 GB/s (both directions
+  together: 200 one way); HGX H800 servers have one 400 Gb/s port per GPU (50 GB/s), as
+  DeepSeek-V3's report describes its H800 cluster (NVLink 160 GB/s and InfiniBand 50 GB/s
+  a GPU, achieved).
 - H200 SXM: H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
 - B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
   GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
   one 400 Gb/s port per GPU (50 GB/s).
 - Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
   architecture white papers).
-- The share of peak a large bf16 GEMM reaches (cuBLAS, M = N = K = 8192): about 85% on
-  A100 (265 of 312 TFLOPS) and 75% on Hopper and Blackwell, whose data-sheet peak is at
-  a boost clock that a GPU under full tensor-core load does not hold (public GEMM
-  benchmarks, e.g. NVIDIA's cuBLAS and Transformer Engine performance pages).
+- Peak against sustained: the data sheets' TFLOPS are at the boost clock; a large bf16
+  GEMM (cuBLAS, M = N = K = 8192) sustains about 85% of it on A100 (265 of 312 TFLOPS)
+  and 75% on Hopper and Blackwell, which do not hold their boost clock under full
+  tensor-core load (public GEMM benchmarks, e.g. NVIDIA's cuBLAS and Transformer Engine
+  performance pages). ``Hardware.sustained_tflops`` is that rate, the one the step-time
+  model computes at; ``peak_tflops`` stays the data sheet's, the one MFU is measured
+  against.
 """
 
 from __future__ import annotations
@@ -70,6 +77,12 @@ class Hardware:
                     )
             else:
                 positive(where, value, example=f"e.g. {_H100_SHEET[f.name]} (an H100's)")
+
+    @property
+    def sustained_tflops(self) -> float:
+        """Dense BF16 TFLOPS a large GEMM sustains: the data sheet's (boost-clock) peak
+        times ``gemm_efficiency``."""
+        return self.peak_tflops * self.gemm_efficiency
 
 
 # Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
@@ -122,6 +135,7 @@ HARDWARE: dict[str, Hardware] = _Table(
     {
         "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
         "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
+        "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75),
         "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
         "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
     }

@@ -105,7 +105,7 @@ class Pricer:
     __slots__ = ("attention_flops", "flops", "hbm", "inter", "intra", "sms")
 
     def __init__(self, gpu: Hardware) -> None:
-        self.flops = gpu.peak_tflops * 1e12 * gpu.gemm_efficiency
+        self.flops = gpu.sustained_tflops * 1e12
         self.attention_flops = self.flops * ATTENTION_EFFICIENCY
         self.hbm = gpu.hbm_tb_per_s * 1e12 * HBM_EFFICIENCY
         self.sms = gpu.sm_count

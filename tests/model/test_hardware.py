@@ -27,6 +27,26 @@ def test_the_table_has_the_common_training_gpus() -> None:
     assert all(g.intra_node_gb_per_s > g.inter_node_gb_per_s for g in HARDWARE.values())
 
 
+def test_the_h800_is_an_h100_with_less_than_half_its_nvlink() -> None:
+    """H800: H100's die and compute, NVLink 400 GB/s both ways (200 one way); its
+    sustained rate, as every GPU's, is the data sheet's peak times what a large GEMM
+    reaches."""
+    h800, h100 = HARDWARE["h800"], HARDWARE["h100"]
+    assert dataclasses.replace(h800, name=h100.name, intra_node_gb_per_s=450.0) == h100
+    assert h800.intra_node_gb_per_s == 200.0
+    for gpu in HARDWARE.values():
+        assert gpu.sustained_tflops == gpu.peak_tflops * gpu.gemm_efficiency < gpu.peak_tflops
+    # a layout whose tensor-parallel traffic crosses NVLink every layer is slower there
+    from areal_conf.perf.step_time import step_time
+
+    model = {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32}
+    model |= {"ffn_hidden_size": 14336, "vocab_size": 128256, "num_kv_heads": 8}
+    knobs = {"tokens_per_step": 1 << 20, "tokens_per_microbatch": 8192}
+    on = {gpu: step_time("megatron:t8", model, gpu=gpu, **knobs) for gpu in ("h100", "h800")}
+    assert on["h800"].tp_comm > 2 * on["h100"].tp_comm
+    assert on["h800"].compute == on["h100"].compute
+
+
 def test_an_entry_is_frozen_and_changed_with_replace() -> None:
     h100 = HARDWARE["h100"]
     with pytest.raises(dataclasses.FrozenInstanceError):
