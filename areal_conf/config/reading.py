@@ -308,6 +308,21 @@ def read_engine(
         if is_mapping(megatron)
         else "mbridge"
     )
+    overlaps = {
+        flag: read_bool(ddp, flag, at(f"megatron.ddp.{flag}"), False) if is_mapping(ddp) else False
+        for flag in ("overlap_grad_reduce", "overlap_param_gather")
+    }
+    virtual = (
+        read_int(
+            megatron,
+            "virtual_pipeline_parallel_size",
+            at("megatron.virtual_pipeline_parallel_size"),
+            1,
+            2,
+        )
+        if is_mapping(megatron)
+        else 1
+    )
     specs, specs_problem = _specs(node, at("scheduling_spec"))
     return EngineSection(
         name=name,
@@ -344,6 +359,10 @@ def read_engine(
             node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]
         ),
         distributed_optimizer=distributed,
+        overlap_grad_reduce=overlaps["overlap_grad_reduce"],
+        overlap_param_gather=overlaps["overlap_param_gather"],
+        virtual_stages=virtual or 1,
+        unpriced=tuple(_unpriced(node, section)),
         recompute_granularity=str(granularity) if granularity is not None else "full",
         bridge_type=str(bridge),
         path=read_value(node, "path", at("path")),
@@ -412,6 +431,29 @@ def _allocation_node(node: Any) -> object:
     if written is None or written == ALLOCATION_NODE:
         return None
     return written if isinstance(written, str) else str(written)
+
+
+#: What a training engine's config may set that changes its speed and the step-time
+#: model does not price, as AReaL names it (areal/api/cli_args.py): the key under the
+#: engine, and the values that leave it off.
+UNPRICED_SPEED_KEYS: Final = (
+    ("megatron.fp8_config", (None,)),  # FP8 training (MegatronEngineConfig.fp8_config)
+    ("archon.fp8_config.mode", (None, "disabled")),  # ArchonFP8Config.mode
+    ("fsdp.offload_params", (None, False)),  # parameters on the CPU
+    ("archon.offload_params", (None, False)),
+    ("megatron.recompute_modules", (None,)),  # which modules are recomputed
+    ("megatron.recompute_num_layers", (None, 1)),  # how many layers a block recomputes
+)
+
+
+def _unpriced(node: Any, section: str) -> Iterator[str]:
+    """The keys of :data:`UNPRICED_SPEED_KEYS` that the engine's section turns on."""
+    for key, off in UNPRICED_SPEED_KEYS:
+        value: Any = node
+        for part in key.split("."):
+            value = read_value(value, part, f"{section}.{key}") if is_mapping(value) else None
+        if value not in off:
+            yield f"{section}.{key}"
 
 
 def _strategy(node: Any, prefix: str) -> Strategy:

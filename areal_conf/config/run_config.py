@@ -71,6 +71,15 @@ class EngineSection:
     grad_reduce_dtype: str = "float32"
     optimizer_dtype: object = "float32"
     distributed_optimizer: bool = True
+    # Megatron's data-parallel overlap (megatron.ddp.overlap_grad_reduce and
+    # overlap_param_gather, AReaL's defaults off) and interleaved pipeline
+    # (megatron.virtual_pipeline_parallel_size)
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    virtual_stages: int = 1
+    #: Keys the engine sets that change its speed but the step-time model does not price
+    #: (``actor.megatron.fp8_config``), for the plan to say so.
+    unpriced: tuple[str, ...] = ()
     recompute_granularity: str = "full"
     bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
     path: object = None

@@ -41,6 +41,8 @@ class TrainingStep:
     #: gradient_checkpointing's granularity (None: off); only Megatron recomputes
     #: selectively, every other backend recomputes whole layers.
     recompute_granularity: str | None = None
+    #: Keys of the engine that change its speed and are not priced (said with the step).
+    unpriced: tuple[str, ...] = ()
 
     def recompute(self, backend: str) -> str:
         if self.recompute_granularity is None:
@@ -104,19 +106,25 @@ class TrainingStep:
         return tokens if self.workload is None else f"{self.workload.describe()}; {tokens}"
 
     def describe(self, gpu: str) -> str:
-        return f"s/step: predicted on {gpu}, {self.batch_text()}"
+        return f"s/step: predicted on {gpu}, {self.batch_text()}{unpriced_text(self.unpriced)}"
 
 
 def describe_steps(steps: Mapping[str, TrainingStep], gpu: str) -> str:
     """The plan's ``s/step`` line for the training steps of several engines of one config
     (one batch): their optimizer steps by engine when they differ (the actor's and the
-    critic's ``ppo_n_minibatches``)."""
+    critic's ``ppo_n_minibatches``), and what none of them prices."""
     first = next(iter(steps.values()))
     counts = {name: step.optimizer_steps for name, step in steps.items()}
+    unpriced = tuple(key for step in steps.values() for key in step.unpriced)
     if len(set(counts.values())) == 1:
-        return first.describe(gpu)
+        return f"s/step: predicted on {gpu}, {first.batch_text()}{unpriced_text(unpriced)}"
     by_engine = ", ".join(f"{_steps_text(n)} ({name})" for name, n in counts.items())
-    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}"
+    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}{unpriced_text(unpriced)}"
+
+
+def unpriced_text(keys: tuple[str, ...]) -> str:
+    """What the predicted step times leave out, said after them (empty: nothing)."""
+    return f"; not modelled: {', '.join(keys)}" if keys else ""
 
 
 def _steps_text(n: int) -> str:
@@ -141,6 +149,10 @@ def training_step(
         # turns it on, except for LoRA.
         "gradient_accumulation_fusion": engine.bridge_type == "megatron-bridge"
         and not engine.use_lora,
+        # AReaL's defaults off; LoRA turns both off (areal/models/mcore/registry.py)
+        "overlap_grad_reduce": engine.overlap_grad_reduce and not engine.use_lora,
+        "overlap_param_gather": engine.overlap_param_gather and not engine.use_lora,
+        "virtual_stages": engine.virtual_stages,
     }
     return TrainingStep(
         tokens_per_batch=work.tokens,
@@ -151,6 +163,7 @@ def training_step(
         recompute_granularity=(
             engine.recompute_granularity if engine.gradient_checkpointing else None
         ),
+        unpriced=engine.unpriced,
     )
 
 

@@ -76,8 +76,9 @@ runs slower by that share. What is hidden and what is exposed:
   virtual stages of an interleaved schedule); each slot's activation send is exposed;
 - data parallel, Megatron: the gradient reduce-scatter (all-reduce without the
   distributed optimizer) after the last micro-batch's backward, overlapped with that
-  backward when ``overlap_grad_reduce`` (AReaL's default), and the parameter all-gather
-  after the optimizer step;
+  backward when ``overlap_grad_reduce``, and the parameter all-gather after the optimizer
+  step (overlapped with the next forward when ``overlap_param_gather``; AReaL leaves both
+  off unless ``megatron.ddp`` turns them on: areal/api/cli_args.py:787-788);
 - data parallel, FSDP (ZeRO-3): every micro-batch gathers the weights for the forward and
   again for the backward (recomputation runs inside the backward's gather, as in
   PyTorch's FSDP; ``regather_for_recompute`` for DeepSpeed's ZeRO-3, which gathers them
@@ -209,7 +210,7 @@ def step_time(
     seq_len: int | None = None,
     sequence_parallel: bool | None = None,
     virtual_stages: int = 1,
-    overlap_grad_reduce: bool = True,
+    overlap_grad_reduce: bool = False,
     tp_comm_overlap: bool = False,
     grad_reduce_dtype: str = "float32",
     flash_attention: bool = True,
@@ -233,7 +234,8 @@ def step_time(
     Knobs with Megatron's meaning: ``seq_len`` the length of one packed sequence
     (default: a micro-batch is one sequence), ``sequence_parallel`` (default ``tp > 1``
     for Megatron and Archon), ``virtual_stages`` (interleaved 1F1B),
-    ``overlap_grad_reduce`` (AReaL's default on), ``tp_comm_overlap`` (off),
+    ``overlap_grad_reduce`` and ``overlap_param_gather`` (off, as AReaL's
+    ``megatron.ddp`` leaves them), ``tp_comm_overlap`` (off),
     ``grad_reduce_dtype`` (AReaL's float32) and ``gradient_accumulation_fusion`` (off, as
     AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``).
     ``forward_only``: the time of a forward pass over the same tokens instead (no

@@ -1,0 +1,99 @@
+"""What an AReaL config sets that changes a training step's speed reaches the predicted
+step time (``areal_conf.perf.speed.training_step``), or the plan says it is not modelled.
+
+AReaL 2.0 (cbff54d64), ``areal/api/cli_args.py``: ``megatron.ddp.overlap_grad_reduce``
+and ``overlap_param_gather`` default off (787-788) and LoRA turns them off
+(``areal/models/mcore/registry.py:503-506``); ``megatron.virtual_pipeline_parallel_size``
+(915-923) interleaves the pipeline; ``megatron.fp8_config`` (1061), the Archon FP8 mode
+(536-545), ``fsdp.offload_params`` (490) and Megatron's partial recomputation
+(``recompute_modules``, ``recompute_num_layers``: 966-969) change speed too and are not
+priced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _helpers import FIXTURES
+
+from areal_conf.command.argv import parse_config_command
+from areal_conf.command.check import compose_as_areal
+from areal_conf.perf.speed import TrainingStep, training_step
+from areal_conf.settings import Settings
+from areal_conf.validation import read_run, validate_run
+
+EXAMPLE = ["--config", "examples/math/gsm8k_grpo_megatron.yaml", "scheduler.type=slurm"]
+#: Two nodes: the actor's data-parallel traffic crosses the network, where overlap counts.
+TWO_NODES = ["cluster.n_nodes=2", "actor.backend=megatron:d8p2", "rollout.backend=sglang:d8"]
+
+
+@pytest.fixture(scope="module")
+def reading() -> Any:
+    command = parse_config_command(EXAMPLE, cwd=FIXTURES / "areal2")
+    cfg = compose_as_areal(command, areal_version="2.0")
+    return read_run(cfg, settings=Settings(areal_version="2.0", gpu="h100"))
+
+
+def actor_step(reading: Any, *edits: str) -> tuple[float, str, TrainingStep]:
+    plan = validate_run(reading, [*TWO_NODES, *edits])
+    assert plan.run is not None and plan.run.actor is not None
+    step = training_step(plan.run, plan.run.actor)
+    assert isinstance(step, TrainingStep)
+    seconds = plan.engines["actor"].step_seconds
+    assert seconds is not None
+    return seconds, plan.speed_note, step
+
+
+def test_areal_s_defaults_overlap_nothing(reading: Any) -> None:
+    _, note, step = actor_step(reading)
+    assert step.knobs["overlap_grad_reduce"] is False
+    assert step.knobs["overlap_param_gather"] is False
+    assert step.knobs["virtual_stages"] == 1
+    assert "not modelled" not in note
+
+
+def test_overlap_flags_hide_data_parallel_traffic(reading: Any) -> None:
+    plain, _, _ = actor_step(reading)
+    grads, _, step = actor_step(reading, "++actor.megatron.ddp.overlap_grad_reduce=true")
+    both, _, _ = actor_step(
+        reading,
+        "++actor.megatron.ddp.overlap_grad_reduce=true",
+        "++actor.megatron.ddp.overlap_param_gather=true",
+    )
+    assert step.knobs["overlap_grad_reduce"] is True
+    assert both < grads < plain
+
+
+def test_lora_turns_the_overlap_off(reading: Any) -> None:
+    _, _, step = actor_step(
+        reading,
+        "++actor.megatron.ddp.overlap_grad_reduce=true",
+        "actor.use_lora=true",
+        "rollout.backend=vllm:d8",  # a megatron actor with LoRA updates vLLM only
+    )
+    assert step.knobs["overlap_grad_reduce"] is False
+
+
+def test_virtual_stages_shrink_the_pipeline_bubble(reading: Any) -> None:
+    plain, _, _ = actor_step(reading)
+    virtual, _, step = actor_step(reading, "++actor.megatron.virtual_pipeline_parallel_size=2")
+    assert step.knobs["virtual_stages"] == 2
+    assert virtual < plain
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        ("++actor.megatron.fp8_config.mode=e4m3", "actor.megatron.fp8_config"),
+        ("++actor.fsdp.offload_params=true", "actor.fsdp.offload_params"),
+        ("++actor.archon.fp8_config.mode=blockwise", "actor.archon.fp8_config.mode"),
+        ("++actor.megatron.recompute_num_layers=2", "actor.megatron.recompute_num_layers"),
+    ],
+)
+def test_what_is_not_priced_is_said_with_the_step(reading: Any, edit: str, key: str) -> None:
+    plain, _, _ = actor_step(reading)
+    seconds, note, step = actor_step(reading, edit)
+    assert step.unpriced == (key,)
+    assert note.endswith(f"; not modelled: {key}")
+    assert seconds == plain
