@@ -20,6 +20,7 @@ not hold yet.
 
 from __future__ import annotations
 
+import csv
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _perf_tables import all_rows, figure_facts, measured_per_gpu, predict, spearman
+from _perf_tables import Row, all_rows, figure_facts, measured_per_gpu, predict, spearman
 
 from areal_conf.model.hardware import HARDWARE
 from areal_conf.model.shape import shape_of
@@ -60,7 +61,10 @@ def textbook_seconds(row: Any) -> float:
     tokens = row.knobs["tokens_per_step"]
     microbatch = row.knobs["tokens_per_microbatch"]
     n = parameter_count(shape)
-    flops = (8 if row.knobs.get("recompute") == "full" else 6) * n * tokens
+    # a token runs topk of the routed experts
+    idle = (shape.num_experts or 0) - (shape.moe_router_topk or 0)
+    active = n - shape.num_layers * 3 * shape.hidden_size * shape.moe_ffn_hidden_size * idle
+    flops = (8 if row.knobs.get("recompute") == "full" else 6) * active * tokens
     compute = flops / (par.world_size * gpu.sustained_tflops * 1e12)
 
     def ring(members: int, nbytes: float, spans_nodes: bool) -> float:
@@ -118,6 +122,92 @@ def tables() -> None:
     print("Figure facts, with the margin by which the predicted step times keep the order:")
     for fact, margin in figure_facts():
         print(f"{'holds' if margin > 0 else 'misses':7} {margin:+7.1%}  {fact}")
+
+
+#: Published measurements the model was not set on (benchmarks/heldout/README.md).
+HELD_OUT = Path(__file__).resolve().parent / "heldout"
+#: The models of the held-out rows, from their config.json.
+HELD_OUT_MODELS: dict[str, dict[str, Any]] = {
+    "gpt_oss_120b": {
+        "num_layers": 36,
+        "hidden_size": 2880,
+        "ffn_hidden_size": 2880,
+        "num_attention_heads": 64,
+        "num_kv_heads": 8,
+        "head_dim": 64,
+        "num_experts": 128,
+        "moe_ffn_hidden_size": 2880,
+        "moe_router_topk": 4,
+        "vocab_size": 201088,
+        "tie_word_embeddings": False,
+    }
+}
+#: What Megatron-Bridge's performance recipes set that the tables do not print.
+RECIPE_KNOBS: dict[str, Any] = {
+    "overlap_grad_reduce": True,
+    "overlap_param_gather": True,
+    "gradient_accumulation_fusion": True,
+    "distributed_optimizer": True,
+}
+
+
+def held_out_rows() -> list[Row]:
+    """The rows of benchmarks/heldout/megatron_bridge_bf16.csv, as the model takes them."""
+    rows = []
+    with open(HELD_OUT / "megatron_bridge_bf16.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            n = {k: int(r[k]) for k in ("gpus", "gbs", "mbs", "seq", "tp", "pp", "cp", "ep")}
+            dp = n["gpus"] // (n["tp"] * n["pp"] * n["cp"])
+            dims = (("d", dp), ("p", n["pp"]), ("t", n["tp"]), ("c", n["cp"]), ("e", n["ep"]))
+            spec = "megatron:" + "".join(f"{k}{v}" for k, v in dims if v > 1)
+            tokens = n["gbs"] * n["seq"]
+            measured = tokens / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
+            knobs = {
+                "tokens_per_step": tokens,
+                "tokens_per_microbatch": n["mbs"] * n["seq"],
+                "seq_len": n["seq"],
+                "virtual_stages": int(r["vp"]),
+                **RECIPE_KNOBS,
+            }
+            label = f"{r['model']} {r['system']} {r['release']}"
+            model = HELD_OUT_MODELS[r["model"]]
+            rows.append(
+                Row(
+                    "megatron_bridge_bf16",
+                    label,
+                    label,
+                    spec,
+                    model,
+                    r["gpu"],
+                    measured,
+                    0.0,
+                    knobs,
+                )
+            )
+    return rows
+
+
+def held_out() -> None:
+    """Every held-out row, the model beside the baseline."""
+    rows = held_out_rows()
+    print("Held out (benchmarks/heldout: the model was not set on these):")
+    print(f"{'row':40} {'layout':18} {'measured s':>10} {'model':>7} {'baseline':>8}")
+    errors: dict[str, list[float]] = {"model": [], "baseline": []}
+    for row in rows:
+        model = step_time(row.spec, row.model, gpu=row.gpu, **row.knobs).total
+        baseline = textbook_seconds(row)
+        errors["model"].append(abs(model / row.measured_s - 1))
+        errors["baseline"].append(abs(baseline / row.measured_s - 1))
+        print(
+            f"{row.label:40} {row.spec.split(':')[1]:18} {row.measured_s:10.2f} "
+            f"{model / row.measured_s:7.2f} {baseline / row.measured_s:8.2f}"
+        )
+    print(
+        f"{'median / worst relative error':59} "
+        + " ".join(
+            f"{name} {statistics.median(e):.0%} / {max(e):.0%}" for name, e in errors.items()
+        )
+    )
 
 
 def beside_the_baseline() -> None:
@@ -238,6 +328,8 @@ if __name__ == "__main__":
     tables()
     print()
     beside_the_baseline()
+    print()
+    held_out()
     print()
     speed()
     plan_column()
