@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError
     from areal_conf.hydra.app import run_validated
     from areal_conf.model.hardware import HARDWARE, Hardware
-    from areal_conf.perf.decode import DecodeThroughput, decode_throughput
+    from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
     from areal_conf.perf.memory import MemoryEstimate
     from areal_conf.perf.ranking import RankedLayout, RLSplit, rank_layouts, rl_split
     from areal_conf.perf.step_time import StepTime, step_time
@@ -46,6 +46,7 @@ _EXPORTS = {
     "EnginePlan": "areal_conf.plan.plan",
     "MemoryEstimate": "areal_conf.perf.memory",
     "DecodeThroughput": "areal_conf.perf.decode",
+    "RequestLengths": "areal_conf.perf.decode",
     "RankedLayout": "areal_conf.perf.ranking",
     "RLSplit": "areal_conf.perf.ranking",
     "HARDWARE": "areal_conf.model.hardware",
@@ -84,6 +85,7 @@ __all__ = [
     "RLSplit",
     "RankedLayout",
     "Reading",
+    "RequestLengths",
     "Settings",
     "StepTime",
     "Validation",

@@ -48,7 +48,7 @@ from areal_conf import (
 )
 from areal_conf.arguments import MAX_TOKENS
 from areal_conf.model.shape import ModelShape, model_shape
-from areal_conf.perf.decode import DecodeThroughput
+from areal_conf.perf.decode import DecodeThroughput, RequestLengths
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.ranking import MAX_SPLIT_GPUS, Critic, RankedLayout, RLSplit
 from areal_conf.spec.backends import MAX_SIZE
@@ -322,10 +322,12 @@ CASES: dict[str, Case] = {
             "context_tokens": 4096,
             "n_gpus_per_node": 8,
             "mem_fraction": None,
+            "requests": RequestLengths(1024, 2048),
         },
         sane_decode,
         ("spec", "model"),
     ),
+    "RequestLengths": Case(RequestLengths, {"prompt": 1024, "response": 2048}, anything),
     "rank_layouts": Case(
         rank_layouts,
         {

@@ -14,7 +14,7 @@ from areal_conf.config.run_config import RunConfig
 from areal_conf.errors import AllocationError
 from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape
-from areal_conf.perf.decode import DecodeThroughput
+from areal_conf.perf.decode import DecodeThroughput, RequestLengths
 from areal_conf.perf.ranking import (
     Critic,
     RankedLayout,
@@ -49,6 +49,8 @@ class RolloutSuggestion:
     ranked: tuple[tuple[str, DecodeThroughput], ...]
     concurrent: int
     context_tokens: int
+    #: What each request prefills and generates, when the prefill is counted.
+    requests: RequestLengths | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,11 @@ def suggest(
     if rollout_engine is not None and rollout_engine.allocation is not None and concurrent:
         alloc = rollout_engine.allocation
         context = decode_context(run, mean_response_tokens)
+        requests = (
+            RequestLengths(work.prompt_tokens, max(1, work.mean_response_tokens))
+            if work is not None
+            else None
+        )
         rollout = RolloutSuggestion(
             "rollout",
             str(alloc),
@@ -127,11 +134,13 @@ def suggest(
                     context_tokens=context,
                     n_gpus_per_node=n,
                     mem_fraction=run.workload.mem_fraction.get(alloc.backend),
+                    requests=requests,
                     top=top,
                 )
             ),
             concurrent,
             context,
+            requests,
         )
     split = _split(run, plan, shape, gpu, mean_response_tokens, notes)
     return Suggestion(gpu_said, tuple(training), rollout, split, tuple(notes))
@@ -218,9 +227,15 @@ def suggestion_text(s: Suggestion) -> str:
         r = s.rollout
         lines += ["", f"{r.engine} ({r.current} on {r.gpus} GPUs): fastest layouts"]
         lines += _indented(decode_rows(r.ranked, ""))
+        prefill = (
+            "; prefill not counted"
+            if r.requests is None
+            else f"; a new request's {r.requests.prompt:,}-token prompt prefilled for each "
+            "finished response"
+        )
         lines.append(
             f"  decoding {r.concurrent:,} sequences at once, {r.context_tokens:,} tokens of "
-            "context on average"
+            f"context on average{prefill}"
         )
     if s.split is not None:
         sp = s.split

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from areal_conf.arguments import whole
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape, shape_of
 from areal_conf.perf.memory import estimate, kv_bytes_per_token
@@ -42,6 +42,23 @@ class DecodeThroughput:
     step_s: float
     kv_capacity_tokens: int
     kv_limited: bool
+    #: Seconds a step spends prefilling the prompts of the requests that replace those
+    #: finished (0: prefill not counted); within ``step_s``.
+    prefill_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RequestLengths:
+    """What one request of a continuous batch prefills (``prompt``, its tokens) and
+    generates (``response``, the mean tokens), for :func:`decode_throughput` to count the
+    prefill of the requests that replace the finished ones."""
+
+    prompt: int
+    response: int
+
+    def __post_init__(self) -> None:
+        whole("RequestLengths.prompt", self.prompt, example="e.g. 1024", minimum=0)
+        whole("RequestLengths.response", self.response, example="e.g. 2048")
 
 
 def decode_throughput(
@@ -53,6 +70,7 @@ def decode_throughput(
     context_tokens: int,
     n_gpus_per_node: int = 8,
     mem_fraction: float | None = None,
+    requests: RequestLengths | None = None,
 ) -> DecodeThroughput:
     """Decode tokens per second of an sglang or vllm engine (see the module docstring).
 
@@ -63,8 +81,18 @@ def decode_throughput(
     experts the batch's tokens reach) and the KV cache of its batch, and does the batch's
     FLOPs; the slower of the two, plus the tensor-parallel all-reduces of a layer, is the
     step. Pipeline stages decode ``pp`` micro-batches at once. The KV capacity is the
-    memory estimate's (``mem_fraction`` as ``sglang.mem_fraction_static``). Prefill,
-    speculative decoding, the scheduler's CPU time and preemption are not modelled.
+    memory estimate's (``mem_fraction`` as ``sglang.mem_fraction_static``).
+
+    With ``requests``, a continuous batch also prefills the prompts of the requests
+    that replace the finished ones: ``batch / response`` requests a step, each prefilling
+    ``prompt`` tokens (AReaL disables the radix cache, so the samples of one prompt each
+    prefill it: ``sglang.disable_radix_cache``, ``vllm.no_enable_prefix_caching``).
+    Prefill is compute: every weight's 2 FLOPs a token and causal attention over the
+    prompt. vLLM mixes the prefill chunks into the decode step (its V1 scheduler), where
+    they run beside the step's weight reads; SGLang runs them as batches of their own
+    between decode steps (``sglang.enable_mixed_chunk`` is off in AReaL's config), which
+    add to the step. Without ``requests`` prefill is not counted. Speculative decoding,
+    the scheduler's CPU time and preemption are not modelled.
     """
     alloc = as_allocation(spec)
     gpu_ = hardware(gpu)
@@ -76,6 +104,11 @@ def decode_throughput(
         )
     whole("concurrent", concurrent, example="e.g. the rollout's max_concurrent_rollouts, 256")
     whole("context_tokens", context_tokens, example="e.g. prompt + half the response, 4096")
+    if requests is not None and not isinstance(requests, RequestLengths):
+        raise ConfigError(
+            f"requests must be RequestLengths or None, got {type(requests).__name__}",
+            hint="e.g. requests=RequestLengths(prompt=1024, response=2048)",
+        )
     gpus_per_node(n_gpus_per_node)
     shape = shape_of(model)
     s = sizes(shape)
@@ -114,7 +147,23 @@ def decode_throughput(
     if tp > 1:
         per_node = min(tp, n_gpus_per_node)
         tp_s = 2 * layers * price.all_reduce(tp, per_node, micro * s.h * 2)
-    stage = max(memory_s, compute_s) + tp_s + layers * 6 * KERNEL_LAUNCH_S / 4
+    prefill_s = 0.0
+    if requests is not None and requests.prompt:
+        # the prompts of the micro-batch's replaced requests, through this stage
+        prompts = micro / requests.response * requests.prompt
+        prefill_s = (
+            prompts
+            * (
+                2 * layer_matmul_weights(s) * layers / tp
+                + 2 * s.heads / tp * s.head_dim * requests.prompt * layers
+            )
+            / price.flops
+        )
+    launches = layers * 6 * KERNEL_LAUNCH_S / 4
+    if alloc.backend == "vllm":  # mixed into the step, beside its weight reads
+        stage = max(memory_s, compute_s + prefill_s) + tp_s + launches
+    else:  # batches of their own between decode steps
+        stage = max(memory_s, compute_s) + prefill_s + tp_s + launches
     # pp stages each take one micro-batch a stage time: a step of the instance's batch.
     step = pp * stage
     per_instance = batch / step
@@ -126,4 +175,5 @@ def decode_throughput(
         step_s=step,
         kv_capacity_tokens=capacity,
         kv_limited=batch < wanted,
+        prefill_s=pp * prefill_s,
     )

@@ -27,7 +27,7 @@ from areal_conf.arguments import (
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape, shape_of
-from areal_conf.perf.decode import DecodeThroughput, decode_throughput
+from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.pricing import gpus_per_node
 from areal_conf.perf.speed import TrainingStep
@@ -367,6 +367,7 @@ def rl_split(
             concurrent=concurrent,
             context_tokens=work.decode_context,
             n_gpus_per_node=n_gpus_per_node,
+            requests=RequestLengths(work.prompt_tokens, max(1, work.mean_response_tokens)),
             top=1,
         )
         if not fastest:
@@ -415,13 +416,14 @@ def rl_split(
     best = min(options, key=lambda o: o.step_s)
     if critic is None:
         counted_text = (
-            "rollout decoding and the actor's training; not prefill, ref, critic or weight updates"
+            "rollout decoding with its prompts' prefill and the actor's training; not ref, "
+            "critic or weight updates"
         )
     else:
         where = "on the actor's GPUs" if critic.layout is None else f"on {critic.layout}"
         counted_text = (
-            "rollout decoding, the actor's training and the critic's values pass and "
-            f"training ({where}); not prefill, ref or weight updates"
+            "rollout decoding with its prompts' prefill, the actor's training and the "
+            f"critic's values pass and training ({where}); not ref or weight updates"
         )
     assumptions = {
         "mean_response_tokens": work.mean_response_tokens,
@@ -482,11 +484,13 @@ def rank_decode(
     context_tokens: int,
     n_gpus_per_node: int = 8,
     mem_fraction: float | None = None,
+    requests: RequestLengths | None = None,
     top: int | None = None,
 ) -> list[tuple[str, DecodeThroughput]]:
     """Every valid inference layout on ``gpus`` GPUs whose KV cache holds a sequence of
     ``context_tokens``, by predicted decode throughput, highest first; tp at most
-    ``n_gpus_per_node``."""
+    ``n_gpus_per_node``; ``requests``: count the prefill of replaced requests
+    (:func:`areal_conf.perf.decode.decode_throughput`)."""
     shape = shape_of(model)
     found: list[tuple[str, DecodeThroughput]] = []
     for spec in layouts(backend, gpus, model=as_model_mapping(shape), max_tp=n_gpus_per_node):
@@ -499,6 +503,7 @@ def rank_decode(
                 context_tokens=context_tokens,
                 n_gpus_per_node=n_gpus_per_node,
                 mem_fraction=mem_fraction,
+                requests=requests,
             )
         except AllocationError:  # its KV cache does not hold one sequence
             continue

@@ -18,7 +18,7 @@ from _perf_tables import (
 
 from areal_conf import AllocationError
 from areal_conf.model.hardware import HARDWARE
-from areal_conf.perf.decode import decode_throughput
+from areal_conf.perf.decode import RequestLengths, decode_throughput
 from areal_conf.perf.memory import estimate
 from areal_conf.perf.ranking import rank_layouts, rl_split
 from areal_conf.perf.step_time import StepTime, step_time
@@ -352,6 +352,42 @@ def test_decode_is_limited_by_the_kv_cache() -> None:
     with pytest.raises(AllocationError, match="less than one sequence") as caught:
         decode_throughput("sglang:d8", QWEN_14B, gpu="h100", concurrent=1, context_tokens=10**7)
     assert "tp" in caught.value.hint
+
+
+def test_a_continuous_batch_prefills_the_prompts_that_replace_finished_responses() -> None:
+    """Each step ``batch / response`` requests finish and as many new ones prefill their
+    prompts: SGLang (AReaL: enable_mixed_chunk off) between decode steps, vLLM mixed into
+    the step beside its weight reads."""
+
+    def rate(backend: str, concurrent: int, requests: RequestLengths | None) -> Any:
+        return decode_throughput(
+            f"{backend}:d2t4",
+            QWEN_14B,
+            gpu="h100",
+            concurrent=concurrent,
+            context_tokens=4096,
+            requests=requests,
+        )
+
+    long_prompts, short_prompts = RequestLengths(3072, 2048), RequestLengths(256, 2048)
+    for backend in ("sglang", "vllm"):
+        plain = rate(backend, 128, None)
+        long_, short = rate(backend, 128, long_prompts), rate(backend, 128, short_prompts)
+        assert plain.prefill_s == 0 < short.prefill_s < long_.prefill_s
+        assert plain.tokens_per_s >= short.tokens_per_s >= long_.tokens_per_s
+        assert rate(backend, 128, RequestLengths(0, 2048)) == plain
+    sglang = [rate("sglang", 128, r) for r in (None, short_prompts, long_prompts)]
+    assert sglang[0].tokens_per_s > sglang[1].tokens_per_s > sglang[2].tokens_per_s
+    # A memory-bound step (small batch) hides vLLM's mixed prefill chunks, not SGLang's
+    # prefill batches.
+    small = {b: rate(b, 4, long_prompts) for b in ("sglang", "vllm")}
+    assert small["vllm"].bound == "memory"
+    assert small["vllm"].step_s == rate("vllm", 4, None).step_s
+    assert small["sglang"].step_s > rate("sglang", 4, None).step_s
+    with pytest.raises(AllocationError, match="requests must be RequestLengths"):
+        rate("sglang", 4, {"prompt": 1, "response": 2})  # type: ignore[arg-type]
+    with pytest.raises(AllocationError, match=r"RequestLengths\.response"):
+        RequestLengths(1024, 0)
 
 
 # -- ranking and the split ------------------------------------------------------------------
