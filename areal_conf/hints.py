@@ -131,16 +131,6 @@ class Hint:
             return Hint((lead,), (), self.tail)
         return replace(self, options=(_led(self.options[0], lead), *self.options[1:]))
 
-    def followed(self, separator: str, other: Hint) -> Hint:
-        """This hint, ``separator``, then ``other``'s options."""
-        if not self.options:
-            return other
-        return Hint(
-            (*self.options, *other.options),
-            (*self.separators, separator + self.tail, *other.separators),
-            other.tail,
-        )
-
 
 def either(*items: Option) -> Hint:
     """A hint of options and the words between them, alternately:

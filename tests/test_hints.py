@@ -50,7 +50,6 @@ def test_built_up() -> None:
     hint = Hint(()).then("; ", fix("x=1")).then("; ", "words").with_tail(" (tail)")
     assert hint.text() == "x=1; words (tail)"
     assert hint.led("try: ").text() == "try: x=1; words (tail)"
-    assert either("a").followed("; ", either(fix("b=1"))).text() == "a; b=1"
     assert as_hint("words").text() == "words"
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.errors import AllocationError
-from areal_conf.hints import Hint, as_hint
+from areal_conf.hints import Hint
 from areal_conf.hints import fix as fix_of
 from areal_conf.model.hardware import HARDWARE, Hardware
 from areal_conf.model.shape import ModelShape
@@ -237,7 +237,7 @@ def check_memory(
     )
     if owner in lora:
         error = error.with_hint(
-            as_hint(error.advice or "").then(
+            (error.advice or Hint(())).then(
                 "; ",
                 "use_lora is on: this estimate counts gradients and optimizer state for every "
                 "weight, AReaL's LoRA only for the adapters, so it is an upper bound",
@@ -245,7 +245,7 @@ def check_memory(
         )
     if largest is not None and fix is not None:
         error = error.with_hint(
-            as_hint(error.advice or "").then(
+            (error.advice or Hint(())).then(
                 "; ",
                 f"a GPU's memory is not given: the fix is for {gpu_gb:g} GB, "
                 "AREAL_CONF_GPU_MEMORY_GB=<GB> gives yours",
