@@ -142,6 +142,28 @@ HELD_OUT_MODELS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
     }
 }
+HELD_OUT_MODELS |= {
+    "llama2_13b": {
+        "num_layers": 40,
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "num_kv_heads": 40,
+        "ffn_hidden_size": 13824,
+        "vocab_size": 32000,
+    },
+    "llama2_70b": {
+        "num_layers": 80,
+        "hidden_size": 8192,
+        "num_attention_heads": 64,
+        "num_kv_heads": 8,
+        "ffn_hidden_size": 28672,
+        "vocab_size": 32000,
+    },
+}
+#: Held-out models that areal-conf's table of known models has.
+KNOWN_IDS = {"llama3_8b": "meta-llama/Llama-3.1-8B", "llama3_70b": "meta-llama/Llama-3.1-70B"}
+#: torchtitan's activation checkpointing, as the model's recompute modes.
+RECOMPUTE = {"no": "none", "selective op": "selective", "full": "full"}
 #: What Megatron-Bridge's performance recipes set that the tables do not print.
 RECIPE_KNOBS: dict[str, Any] = {
     "overlap_grad_reduce": True,
@@ -187,10 +209,54 @@ def held_out_rows() -> list[Row]:
     return rows
 
 
+def torchtitan_rows() -> list[Row]:
+    """The rows of benchmarks/heldout/torchtitan_a100_fsdp.csv, as the model takes them."""
+    from areal_conf.model.known_models import known_model
+
+    rows = []
+    with open(HELD_OUT / "torchtitan_a100_fsdp.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            gpus, batch, seq = int(r["gpus"]), int(r["local_batch"]), int(r["seq"])
+            name = r["model"]
+            known = known_model(KNOWN_IDS[name]) if name in KNOWN_IDS else None
+            model = known if known is not None else HELD_OUT_MODELS[name]
+            tokens = gpus * batch * seq
+            label = f"{name} b{batch} {r['activation_checkpointing']}"
+            knobs = {
+                "tokens_per_step": tokens,
+                "tokens_per_microbatch": batch * seq,
+                "seq_len": seq,
+                "recompute": RECOMPUTE[r["activation_checkpointing"]],
+            }
+            measured = tokens / (float(r["tokens_per_s_per_gpu"]) * gpus)
+            rows.append(
+                Row(
+                    "torchtitan_a100_fsdp",
+                    label,
+                    label,
+                    f"fsdp:d{gpus}",
+                    dict(model),
+                    "a100",
+                    measured,
+                    0.0,
+                    knobs,
+                )
+            )
+    return rows
+
+
 def held_out() -> None:
-    """Every held-out row, the model beside the baseline."""
-    rows = held_out_rows()
-    print("Held out (benchmarks/heldout: the model was not set on these):")
+    """Each held-out source, the model beside the baseline."""
+    for source, rows in (
+        ("Megatron-Bridge BF16", held_out_rows()),
+        ("torchtitan FSDP2 on A100", torchtitan_rows()),
+    ):
+        _held_out_source(source, rows)
+        print()
+
+
+def _held_out_source(source: str, rows: list[Row]) -> None:
+    print(f"Held out, {source} (benchmarks/heldout: the model was not set on these):")
     print(f"{'row':40} {'layout':18} {'measured s':>10} {'model':>7} {'baseline':>8}")
     errors: dict[str, list[float]] = {"model": [], "baseline": []}
     for row in rows:
