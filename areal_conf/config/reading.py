@@ -28,6 +28,7 @@ from areal_conf.areal.roles import (
     TEACHER_LAYOUTS,
 )
 from areal_conf.areal.versions import AReaLVersion, EngineRow
+from areal_conf.config.backend_knobs import backend_knobs
 from areal_conf.config.known_keys import check_keys
 from areal_conf.config.nodes import (
     INTERPOLATIONS,
@@ -287,42 +288,8 @@ def read_engine(
         part = read_value(node, key, at(key))
         return read_value(part, inner, at(f"{key}.{inner}")) if is_mapping(part) else None
 
-    megatron = read_value(node, "megatron", at("megatron"))
-    ddp = read_value(megatron, "ddp", at("megatron.ddp")) if is_mapping(megatron) else None
     mb_spec = read_value(node, "mb_spec", at("mb_spec"))
     agent = read_value(node, "agent", at("agent"))
-    distributed = (
-        read_bool(
-            ddp, "use_distributed_optimizer", at("megatron.ddp.use_distributed_optimizer"), True
-        )
-        if is_mapping(ddp)
-        else True
-    )
-    granularity = (
-        read_value(megatron, "recompute_granularity", at("megatron.recompute_granularity"))
-        if is_mapping(megatron)
-        else None
-    )
-    bridge = (
-        read_text(megatron, "bridge_type", at("megatron.bridge_type"), "mbridge")
-        if is_mapping(megatron)
-        else "mbridge"
-    )
-    overlaps = {
-        flag: read_bool(ddp, flag, at(f"megatron.ddp.{flag}"), False) if is_mapping(ddp) else False
-        for flag in ("overlap_grad_reduce", "overlap_param_gather")
-    }
-    virtual = (
-        read_int(
-            megatron,
-            "virtual_pipeline_parallel_size",
-            at("megatron.virtual_pipeline_parallel_size"),
-            1,
-            2,
-        )
-        if is_mapping(megatron)
-        else 1
-    )
     specs, specs_problem = _specs(node, at("scheduling_spec"))
     return EngineSection(
         name=name,
@@ -358,13 +325,7 @@ def read_engine(
         optimizer_dtype=read_text(
             node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]
         ),
-        distributed_optimizer=distributed,
-        overlap_grad_reduce=overlaps["overlap_grad_reduce"],
-        overlap_param_gather=overlaps["overlap_param_gather"],
-        virtual_stages=virtual or 1,
-        unpriced=tuple(_unpriced(node, section)),
-        recompute_granularity=str(granularity) if granularity is not None else "full",
-        bridge_type=str(bridge),
+        **backend_knobs(node, section),
         path=read_value(node, "path", at("path")),
         kl_ctl=read_number(node, "kl_ctl", at("kl_ctl")),
         weight_update_mode=read_text(
@@ -431,29 +392,6 @@ def _allocation_node(node: Any) -> object:
     if written is None or written == ALLOCATION_NODE:
         return None
     return written if isinstance(written, str) else str(written)
-
-
-#: What a training engine's config may set that changes its speed and the step-time
-#: model does not price, as AReaL names it (areal/api/cli_args.py): the key under the
-#: engine, and the values that leave it off.
-UNPRICED_SPEED_KEYS: Final = (
-    ("megatron.fp8_config", (None,)),  # FP8 training (MegatronEngineConfig.fp8_config)
-    ("archon.fp8_config.mode", (None, "disabled")),  # ArchonFP8Config.mode
-    ("fsdp.offload_params", (None, False)),  # parameters on the CPU
-    ("archon.offload_params", (None, False)),
-    ("megatron.recompute_modules", (None,)),  # which modules are recomputed
-    ("megatron.recompute_num_layers", (None, 1)),  # how many layers a block recomputes
-)
-
-
-def _unpriced(node: Any, section: str) -> Iterator[str]:
-    """The keys of :data:`UNPRICED_SPEED_KEYS` that the engine's section turns on."""
-    for key, off in UNPRICED_SPEED_KEYS:
-        value: Any = node
-        for part in key.split("."):
-            value = read_value(value, part, f"{section}.{key}") if is_mapping(value) else None
-        if value not in off:
-            yield f"{section}.{key}"
 
 
 def _strategy(node: Any, prefix: str) -> Strategy:

@@ -5,9 +5,9 @@ AReaL 2.0 (cbff54d64), ``areal/api/cli_args.py``: ``megatron.ddp.overlap_grad_re
 and ``overlap_param_gather`` default off (787-788) and LoRA turns them off
 (``areal/models/mcore/registry.py:503-506``); ``megatron.virtual_pipeline_parallel_size``
 (915-923) interleaves the pipeline; ``megatron.fp8_config`` (1061), the Archon FP8 mode
-(536-545), ``fsdp.offload_params`` (490) and Megatron's partial recomputation
-(``recompute_modules``, ``recompute_num_layers``: 966-969) change speed too and are not
-priced.
+(536-545), ``fsdp.offload_params`` (489) and Megatron's partial recomputation
+(``recompute_num_layers``, ``recompute_modules``: 967-969) change speed too and are not
+priced (``areal_conf.config.backend_knobs``).
 """
 
 from __future__ import annotations
