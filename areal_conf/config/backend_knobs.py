@@ -78,8 +78,14 @@ def backend_knobs(node: Any, section: str) -> dict[str, Any]:
 
 
 def _unpriced(node: Any, section: str) -> Iterator[str]:
-    """The keys of :data:`UNPRICED_SPEED_KEYS` that the engine's section turns on."""
+    """The keys of :data:`UNPRICED_SPEED_KEYS` that the engine's section turns on, of the
+    backend it names (AReaL reads ``megatron.*`` for a Megatron engine only; all of them
+    when the backend is not written here, as for an engine that inherits it)."""
+    backend = read_value(node, "backend", f"{section}.backend")
+    name = backend.partition(":")[0] if isinstance(backend, str) else ""
     for key, off in UNPRICED_SPEED_KEYS:
+        if name and key.partition(".")[0] != name:
+            continue
         value: Any = node
         for part in key.split("."):
             value = read_value(value, part, f"{section}.{key}") if is_mapping(value) else None

@@ -83,17 +83,30 @@ def test_virtual_stages_shrink_the_pipeline_bubble(reading: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "edit, key",
+    "backend, edit, key",
     [
-        ("++actor.megatron.fp8_config.mode=e4m3", "actor.megatron.fp8_config"),
-        ("++actor.fsdp.offload_params=true", "actor.fsdp.offload_params"),
-        ("++actor.archon.fp8_config.mode=blockwise", "actor.archon.fp8_config.mode"),
-        ("++actor.megatron.recompute_num_layers=2", "actor.megatron.recompute_num_layers"),
+        ("megatron:d8p2", "++actor.megatron.fp8_config.mode=e4m3", "actor.megatron.fp8_config"),
+        ("fsdp:d16", "++actor.fsdp.offload_params=true", "actor.fsdp.offload_params"),
+        ("archon:d16", "++actor.archon.fp8_config.mode=blockwise", "actor.archon.fp8_config.mode"),
+        (
+            "megatron:d8p2",
+            "++actor.megatron.recompute_num_layers=2",
+            "actor.megatron.recompute_num_layers",
+        ),
     ],
 )
-def test_what_is_not_priced_is_said_with_the_step(reading: Any, edit: str, key: str) -> None:
-    plain, _, _ = actor_step(reading)
-    seconds, note, step = actor_step(reading, edit)
+def test_what_is_not_priced_is_said_with_the_step(
+    reading: Any, backend: str, edit: str, key: str
+) -> None:
+    plain, _, _ = actor_step(reading, f"actor.backend={backend}")
+    seconds, note, step = actor_step(reading, f"actor.backend={backend}", edit)
     assert step.unpriced == (key,)
     assert note.endswith(f"; not modelled: {key}")
     assert seconds == plain
+
+
+def test_only_the_keys_of_the_engine_s_own_backend_count(reading: Any) -> None:
+    """AReaL reads ``fsdp.*`` for an FSDP engine only: a Megatron actor's is not said."""
+    _, note, step = actor_step(reading, "++actor.fsdp.offload_params=true")
+    assert step.unpriced == ()
+    assert "not modelled" not in note
