@@ -30,9 +30,10 @@ UNPRICED_SPEED_KEYS: Final = (
 )
 
 
-def backend_knobs(node: Any, section: str) -> dict[str, Any]:
+def backend_knobs(node: Any, section: str, backend: object) -> dict[str, Any]:
     """The :class:`areal_conf.config.run_config.EngineSection` fields of the engine
-    section ``node`` (at config key ``section``) that its backend's keys give."""
+    section ``node`` (at config key ``section``, whose ``backend`` is as read) that its
+    backend's keys give."""
 
     def at(key: str) -> str:
         return f"{section}.{key}"
@@ -73,15 +74,15 @@ def backend_knobs(node: Any, section: str) -> dict[str, Any]:
         "virtual_stages": virtual or 1,
         "recompute_granularity": str(granularity) if granularity is not None else "full",
         "bridge_type": str(bridge),
-        "unpriced": tuple(_unpriced(node, section)),
+        "unpriced": tuple(_unpriced(node, section, backend)),
     }
 
 
-def _unpriced(node: Any, section: str) -> Iterator[str]:
+def _unpriced(node: Any, section: str, backend: object) -> Iterator[str]:
     """The keys of :data:`UNPRICED_SPEED_KEYS` that the engine's section turns on, of the
     backend it names (AReaL reads ``megatron.*`` for a Megatron engine only; all of them
     when the backend is not written here, as for an engine that inherits it)."""
-    backend = read_value(node, "backend", f"{section}.backend")
+    # the backend's name, the text before the colon (the grammar parses the rest later)
     name = backend.partition(":")[0] if isinstance(backend, str) else ""
     for key, off in UNPRICED_SPEED_KEYS:
         if name and key.partition(".")[0] != name:

@@ -291,11 +291,12 @@ def read_engine(
     mb_spec = read_value(node, "mb_spec", at("mb_spec"))
     agent = read_value(node, "agent", at("agent"))
     specs, specs_problem = _specs(node, at("scheduling_spec"))
+    backend = read_value(node, "backend", at("backend"))
     return EngineSection(
         name=name,
         section=section,
         row=row,
-        backend=read_value(node, "backend", at("backend")),
+        backend=backend,
         strategy=_strategy(node, at("scheduling_strategy")),
         specs=specs,
         specs_problem=specs_problem,
@@ -325,7 +326,7 @@ def read_engine(
         optimizer_dtype=read_text(
             node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]
         ),
-        **backend_knobs(node, section),
+        **backend_knobs(node, section, backend),
         path=read_value(node, "path", at("path")),
         kl_ctl=read_number(node, "kl_ctl", at("kl_ctl")),
         weight_update_mode=read_text(

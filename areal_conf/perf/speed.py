@@ -106,7 +106,7 @@ class TrainingStep:
         return tokens if self.workload is None else f"{self.workload.describe()}; {tokens}"
 
     def describe(self, gpu: str) -> str:
-        return f"s/step: predicted on {gpu}, {self.batch_text()}{unpriced_text(self.unpriced)}"
+        return describe_steps({"": self}, gpu)
 
 
 def describe_steps(steps: Mapping[str, TrainingStep], gpu: str) -> str:
@@ -115,16 +115,12 @@ def describe_steps(steps: Mapping[str, TrainingStep], gpu: str) -> str:
     critic's ``ppo_n_minibatches``), and what none of them prices."""
     first = next(iter(steps.values()))
     counts = {name: step.optimizer_steps for name, step in steps.items()}
-    unpriced = tuple(key for step in steps.values() for key in step.unpriced)
-    if len(set(counts.values())) == 1:
-        return f"s/step: predicted on {gpu}, {first.batch_text()}{unpriced_text(unpriced)}"
-    by_engine = ", ".join(f"{_steps_text(n)} ({name})" for name, n in counts.items())
-    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}{unpriced_text(unpriced)}"
-
-
-def unpriced_text(keys: tuple[str, ...]) -> str:
-    """What the predicted step times leave out, said after them (empty: nothing)."""
-    return f"; not modelled: {', '.join(keys)}" if keys else ""
+    unpriced = [key for step in steps.values() for key in step.unpriced]
+    by_engine = None
+    if len(set(counts.values())) > 1:
+        by_engine = ", ".join(f"{_steps_text(n)} ({name})" for name, n in counts.items())
+    left_out = f"; not modelled: {', '.join(unpriced)}" if unpriced else ""
+    return f"s/step: predicted on {gpu}, {first.batch_text(by_engine)}{left_out}"
 
 
 def _steps_text(n: int) -> str:
