@@ -16,8 +16,9 @@ Keys used (all optional; AReaL's defaults otherwise):
 ``<engine>.megatron.ddp.use_distributed_optimizer``,
 ``<engine>.megatron.recompute_granularity``, ``sglang.mem_fraction_static``,
 ``sglang.dtype``, ``vllm.gpu_memory_utilization``, ``vllm.dtype``,
-``rollout.max_concurrent_rollouts`` (else ``rollout.consumer_batch_size``, else
-``train_dataset.batch_size``), ``train_dataset.max_length`` and ``gconfig.max_new_tokens``.
+``rollout.max_concurrent_rollouts`` (else ``rollout.consumer_batch_size``, else 1: rollouts,
+each of ``gconfig.n_samples`` sequences), ``train_dataset.max_length`` and
+``gconfig.max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from areal_conf.perf.memory_fixes import (
     find_fix,
     group_need,
 )
+from areal_conf.perf.workload import concurrent_sequences
 from areal_conf.spec.allocation import ModelAllocation
 
 if TYPE_CHECKING:
@@ -101,11 +103,7 @@ def engine_knobs(
         if fraction is not None:
             knobs["mem_fraction"] = fraction
         knobs["dtype"] = workload.server_dtype.get(backend, "bfloat16")
-        concurrent = (
-            engine.max_concurrent_rollouts or engine.consumer_batch_size or workload.batch_size
-        )
-        if concurrent is not None:
-            knobs["max_concurrent_rollouts"] = int(concurrent)
+        knobs["max_concurrent_rollouts"] = concurrent_sequences(engine, workload)
         knobs["prompt_len"] = workload.prompt_len
         knobs["max_new_tokens"] = workload.max_new_tokens
         return knobs
@@ -462,7 +460,8 @@ def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
         found.append(
             f"{name}: the KV cache of an instance holds {est.kv_cache_tokens:,} tokens "
             f"({est.kv_cache_sequences or 0:,} full-length sequences) but "
-            f"max_concurrent_rollouts asks for {est.kv_cache_tokens_needed:,}: requests will "
+            "max_concurrent_rollouts rollouts of gconfig.n_samples sequences ask for "
+            f"{est.kv_cache_tokens_needed:,}: requests will "
             "wait; more instances, a larger tp or a larger memory fraction give it more room"
         )
     return found
