@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
     from areal_conf.perf.memory import MemoryEstimate
     from areal_conf.perf.ranking import RankedLayout, RLSplit, rank_layouts, rl_split
+    from areal_conf.perf.rl_step import Calibration, RLStep
     from areal_conf.perf.step_time import StepTime, step_time
     from areal_conf.plan.plan import EnginePlan, Plan
     from areal_conf.settings import Settings
@@ -34,7 +35,13 @@ if TYPE_CHECKING:
     from areal_conf.spec.legacy import migrate_allocation_mode
     from areal_conf.spec.mesh import rank_groups
     from areal_conf.spec.parser import parse_backend
-    from areal_conf.validation import Validation, read_run, validate, validate_run
+    from areal_conf.validation import (
+        Validation,
+        read_run,
+        rl_throughput,
+        validate,
+        validate_run,
+    )
 
 _EXPORTS = {
     "AllocationError": "areal_conf.errors",
@@ -68,12 +75,16 @@ _EXPORTS = {
     "read_run": "areal_conf.validation",
     "validate_run": "areal_conf.validation",
     "Validation": "areal_conf.validation",
+    "rl_throughput": "areal_conf.validation",
+    "Calibration": "areal_conf.perf.rl_step",
+    "RLStep": "areal_conf.perf.rl_step",
 }
 
 __all__ = [
     "HARDWARE",
     "AllocationError",
     "BackendSyntaxError",
+    "Calibration",
     "ConfigError",
     "DecodeThroughput",
     "EnginePlan",
@@ -83,6 +94,7 @@ __all__ = [
     "ParallelStrategy",
     "Plan",
     "RLSplit",
+    "RLStep",
     "RankedLayout",
     "Reading",
     "RequestLengths",
@@ -98,6 +110,7 @@ __all__ = [
     "rank_layouts",
     "read_run",
     "rl_split",
+    "rl_throughput",
     "run_validated",
     "step_time",
     "validate",

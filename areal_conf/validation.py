@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from areal_conf.areal.versions import RulesChoice, choose_rules, supported_version
 from areal_conf.arguments import strings, text
@@ -33,6 +33,9 @@ from areal_conf.rules.fixes import FixCheck, check_hint
 from areal_conf.rules.registry import Rule, rules_for
 from areal_conf.settings import Settings, default_settings, optional_settings
 from areal_conf.spec.model_checks import validate_model
+
+if TYPE_CHECKING:
+    from areal_conf.perf.rl_step import Calibration, RLStep
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,55 @@ def validate(
     command line of ``python -m areal_conf sweep`` while it runs.
     """
     return validate_run(read_run(cfg, areal_version=areal_version, settings=settings))
+
+
+def rl_throughput(
+    cfg: Any,
+    *,
+    areal_version: str | None = None,
+    settings: Settings | None = None,
+    calibration: Calibration | None = None,
+) -> RLStep:
+    """The predicted RL step of a composed AReaL config, checked first as :func:`validate`
+    checks it (same arguments): its phases (``generate``, ``train``, ``ref_logp``,
+    ``recompute_logp``, ``update_weights``, ...), how they overlap (asynchronous,
+    synchronous or colocated, as AReaL's trainer runs the config), the step's seconds,
+    the trained tokens a second and what was assumed. ``calibration`` scales the phases
+    by what a run measured (``python -m areal_conf tune``). An AllocationError when the
+    config does not pass, or its step cannot be predicted (no model shape, no batch size,
+    not an RL config)."""
+    return rl_step_of(
+        validate(cfg, areal_version=areal_version, settings=settings), calibration=calibration
+    )
+
+
+def rl_step_of(checked: Validation, calibration: Calibration | None = None) -> RLStep:
+    """:func:`rl_throughput` of a config already checked."""
+    from areal_conf.perf.rl_step import rl_step
+    from areal_conf.perf.speed import gpu_for_speed
+
+    if checked.cpu_run:
+        raise ConfigError(
+            "a run without GPUs (cluster.n_gpus_per_node: 0) has no step time to predict",
+            hint="give the GPUs it will run on, e.g. cluster.n_gpus_per_node=8",
+        )
+    if not isinstance(checked.shape, ModelShape):
+        raise ConfigError(
+            f"no RL step to predict: the model's shape is unknown ({checked.shape})",
+            hint="give it as the settings' model, e.g. Settings(model={'hf_config': "
+            "'Qwen/Qwen3-8B'}) (or AREAL_CONF_MODEL)",
+        )
+    assert checked.run is not None and checked.settings is not None  # validate gives them
+    gpu, _ = gpu_for_speed(checked.settings.gpu)
+    return rl_step(
+        checked.run,
+        checked.rl_engines(),
+        checked.shape,
+        gpu=gpu,
+        n_gpus_per_node=checked.n_gpus_per_node,
+        mean_response_tokens=checked.settings.mean_response_tokens,
+        calibration=calibration,
+    )
 
 
 def read_run(

@@ -25,11 +25,13 @@ import areal_conf
 from areal_conf import (
     HARDWARE,
     AllocationError,
+    Calibration,
     Hardware,
     ModelAllocation,
     ParallelStrategy,
     Plan,
     Reading,
+    RLStep,
     Settings,
     StepTime,
     check_command,
@@ -41,6 +43,7 @@ from areal_conf import (
     rank_layouts,
     read_run,
     rl_split,
+    rl_throughput,
     run_validated,
     step_time,
     validate,
@@ -236,6 +239,28 @@ def _reading() -> Reading:
 
 def _validate_with_settings(**fields: Any) -> Plan:
     return validate(CONFIG, areal_version="2.0", settings=Settings(**fields))
+
+
+#: An RL config whose step can be predicted: CONFIG with a batch.
+RL_CONFIG: dict[str, Any] = {
+    **CONFIG,
+    "train_dataset": {"batch_size": 16, "max_length": 512},
+    "gconfig": {"n_samples": 4, "max_new_tokens": 1024},
+}
+
+
+def _rl_throughput(**fields: Any) -> RLStep:
+    calibration = fields.pop("calibration")
+    return rl_throughput(
+        RL_CONFIG, areal_version="2.0", settings=Settings(**fields), calibration=calibration
+    )
+
+
+def sane_rl_step(step: RLStep) -> None:
+    finite_non_negative(step.step_seconds)
+    assert step.step_seconds > 0 and step.tokens_per_s > 0
+    for seconds in step.phases.values():
+        finite_non_negative(seconds)
 
 
 def sane_plan(plan: Plan) -> None:
@@ -458,6 +483,27 @@ CASES: dict[str, Case] = {
         },
         sane_plan,
     ),
+    "rl_throughput": Case(
+        _rl_throughput,
+        {
+            "gpu": "h100",
+            "model": MODEL,
+            "mean_response_tokens": 512,
+            "calibration": Calibration(generate=1.5, other_seconds=0.5),
+        },
+        sane_rl_step,
+    ),
+    "Calibration": Case(
+        Calibration,
+        {
+            "generate": 1.2,
+            "train": 0.9,
+            "update_weights": 20.0,
+            "transfer": 1.0,
+            "other_seconds": 0.3,
+        },
+        anything,
+    ),
     "run_validated": Case(_run_validated, {"main": lambda: 5}, anything, ("main",)),
     "HARDWARE": Case(_hardware_lookup, {"name": "h100"}, anything, ("name",)),
     "Hardware": Case(
@@ -500,6 +546,7 @@ NO_ARGUMENTS = {
     "DecodeThroughput": "a result record decode_throughput builds",
     "RankedLayout": "a result record rank_layouts builds",
     "RLSplit": "a result record rl_split builds",
+    "RLStep": "a result record rl_throughput builds",
 }
 
 

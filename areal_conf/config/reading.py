@@ -359,6 +359,8 @@ def read_engine(
         prox_logp_method=read_text(
             node, "prox_logp_method", at("prox_logp_method"), d["prox_logp_method"]
         ),
+        recompute_logprob=read_bool(node, "recompute_logprob", at("recompute_logprob"), False),
+        use_decoupled_loss=read_bool(node, "use_decoupled_loss", at("use_decoupled_loss"), False),
         return_routed_experts=read_bool(
             node, "return_routed_experts", at("return_routed_experts"), False
         ),

@@ -93,6 +93,8 @@ class EngineSection:
     use_lora: bool = False
     ppo_n_minibatches: int = 4
     prox_logp_method: object = "recompute"
+    recompute_logprob: bool = False
+    use_decoupled_loss: bool = False
     # inference engines
     return_routed_experts: bool = False
     agent_mode: object = "inline"
@@ -101,6 +103,16 @@ class EngineSection:
     # The rollout may run this many weight versions ahead: above 0, generation overlaps
     # training (AReaL's asynchronous RL).
     max_head_offpolicyness: int = 0
+
+    @property
+    def computes_prox_logp(self) -> bool:
+        """The actor recomputes the batch's log-probabilities before training (a forward
+        pass): AReaL's ``PPOActorConfig.should_compute_prox_logp``
+        (``areal/api/cli_args.py:1861-1872``; the methods that skip the pass,
+        ``areal/utils/constants.py:53-55``)."""
+        if self.use_decoupled_loss:
+            return self.prox_logp_method not in ("loglinear", "reuse_train_logp")
+        return self.recompute_logprob
 
     def key(self, name: str) -> str:
         """The full config key of one of this engine's keys, e.g. ``teacher.rollout.backend``."""

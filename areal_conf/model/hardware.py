@@ -20,6 +20,8 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
 - B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
   GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
   one 400 Gb/s port per GPU (50 GB/s).
+- Host link (PCIe x16, one direction): A100 Gen4, 32 GB/s (its data sheet's 64 GB/s is
+  both directions); H100, H800, H200 and B200 Gen5, 64 GB/s (128 both ways).
 - Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
   architecture white papers).
 - Peak against sustained: the data sheets' TFLOPS are at the boost clock; a large bf16
@@ -47,7 +49,8 @@ class Hardware:
     node (``inter_node_gb_per_s``, the network). ``sm_count`` (streaming
     multiprocessors) and ``gemm_efficiency`` (the share of ``peak_tflops`` that cuBLAS
     reaches on a large bf16 GEMM) serve the step-time model of
-    :mod:`areal_conf.perf.step_time`."""
+    :mod:`areal_conf.perf.step_time`; ``host_gb_per_s`` (PCIe, one direction, to host
+    memory) prices offloads."""
 
     name: str
     peak_tflops: float
@@ -57,6 +60,7 @@ class Hardware:
     inter_node_gb_per_s: float
     sm_count: int = 132
     gemm_efficiency: float = 0.75
+    host_gb_per_s: float = 64.0
 
     def __post_init__(self) -> None:
         """Every number a finite positive one (the step-time model divides by them),
@@ -92,6 +96,7 @@ _H100_SHEET = {
     "hbm_tb_per_s": 3.35,
     "intra_node_gb_per_s": 450.0,
     "inter_node_gb_per_s": 50.0,
+    "host_gb_per_s": 64.0,
 }
 
 
@@ -133,7 +138,7 @@ class UnknownGpu(AllocationError, KeyError):
 
 HARDWARE: dict[str, Hardware] = _Table(
     {
-        "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85),
+        "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85, 32.0),
         "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
         "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75),
         "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),

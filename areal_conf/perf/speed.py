@@ -128,11 +128,17 @@ def _steps_text(n: int) -> str:
 
 
 def training_step(
-    run: RunConfig, engine: EngineSection, mean_response_tokens: int | None = None
+    run: RunConfig,
+    engine: EngineSection,
+    mean_response_tokens: int | None = None,
+    *,
+    forward_only: bool = False,
 ) -> TrainingStep | str:
     """The training step of ``engine`` in ``run``, or a sentence saying why there is none
-    (no batch size, no sequence length, an engine without an optimizer)."""
-    if not engine.trainable:
+    (no batch size, no sequence length, an engine without an optimizer). With
+    ``forward_only`` an engine without an optimizer has one too: the batch its forward
+    pass covers (a ref's log-probabilities)."""
+    if not engine.trainable and not forward_only:
         return f"{engine.name} has no optimizer: it only runs forward passes"
     work = step_workload(run, mean_response_tokens)
     if isinstance(work, NoWorkload):
@@ -152,7 +158,7 @@ def training_step(
     }
     return TrainingStep(
         tokens_per_batch=work.tokens,
-        optimizer_steps=work.optimizer_steps(engine.ppo_n_minibatches),
+        optimizer_steps=work.optimizer_steps(engine.ppo_n_minibatches) if engine.trainable else 1,
         tokens_per_microbatch=work.microbatch(engine.tokens_per_mb),
         workload=work,
         knobs=knobs,

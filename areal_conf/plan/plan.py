@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from areal_conf.areal.local_gpus import DECLARED, GpuCount
 from areal_conf.areal.versions import RulesChoice
 from areal_conf.perf.memory import MemoryEstimate
 from areal_conf.spec.allocation import ModelAllocation
+
+if TYPE_CHECKING:  # the RL step's model is imported when a step is predicted
+    from areal_conf.perf.rl_step import RLEngine, RLStep
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -142,6 +146,8 @@ class Plan:
     #: read ``cluster.n_nodes`` (Slurm, Ray) is given more work than it declares.
     placed_nodes: int | None = None
     speed_note: str = ""  # how the engines' step times were predicted, when they were
+    #: The predicted RL step (an RL config whose model shape and batch are known).
+    rl_step: RLStep | None = None
     #: Where ``n_gpus_per_node`` came from: on the local scheduler the machine's GPUs
     #: (``CUDA_VISIBLE_DEVICES=0,1,2,3``); None: ``cluster.n_gpus_per_node``.
     gpus_from: GpuCount | None = None
@@ -209,4 +215,29 @@ class Plan:
             "memory_note": self.memory_note or None,
             "model_source": self.model_source or None,
             "speed_note": self.speed_note or None,
+            "rl_step": None if self.rl_step is None else self.rl_step.to_dict(),
         }
+
+    def rl_engines(self) -> dict[str, RLEngine]:
+        """The built engines as :func:`areal_conf.perf.rl_step.rl_step` takes them."""
+        return rl_engines(self.engines)
+
+
+def rl_engines(engines: Mapping[str, EnginePlan]) -> dict[str, RLEngine]:
+    """Each built engine's layout, nodes, the engine whose GPUs it shares, and the bytes
+    a GPU of it holds between steps (its memory estimate's weights, gradients and
+    optimizer state; nothing when its memory is unknown)."""
+    from areal_conf.perf.rl_step import RLEngine
+
+    found: dict[str, RLEngine] = {}
+    for name, e in engines.items():
+        if e.allocation is None:
+            continue
+        m = e.memory
+        found[name] = RLEngine(
+            e.allocation,
+            e.nodes,
+            e.colocated_with,
+            0.0 if m is None else m.weights + m.grads + m.optimizer,
+        )
+    return found

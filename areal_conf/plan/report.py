@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from areal_conf.perf.decode import DecodeThroughput
     from areal_conf.perf.memory import MemoryEstimate
     from areal_conf.perf.ranking import RankedLayout
+    from areal_conf.perf.rl_step import RLStep
     from areal_conf.plan.plan import EnginePlan, Plan, Slot
     from areal_conf.spec.allocation import ModelAllocation
 
@@ -159,6 +160,8 @@ def plan_table(plan: Plan) -> str:
         lines.append(plan.memory_note)
     if timed and plan.speed_note:
         lines.append(plan.speed_note)
+    if plan.rl_step is not None:
+        lines.append(rl_step_line(plan.rl_step))
     lines += [warning_line(w, rule) for w, rule in _with_rules(plan)]
     return "\n".join(lines)
 
@@ -213,6 +216,17 @@ def seconds_text(seconds: float) -> str:
     if seconds >= 1000:
         return f"{seconds:,.0f}"
     return f"{seconds:.3g}"
+
+
+def rl_step_line(step: RLStep) -> str:
+    """One line: ``RL step: 41.2 s predicted (asynchronous, generation-bound; 12,345 trained
+    tokens/s): generate 38, train 20.1, update_weights 3.2``."""
+    terms = ", ".join(f"{name} {seconds_text(s)}" for name, s in step.phases.items() if s)
+    left = f"; not counted: {', '.join(step.not_counted)}" if step.not_counted else ""
+    return (
+        f"RL step: {seconds_text(step.step_seconds)} s predicted ({step.mode}, {step.bound}-"
+        f"bound; {step.tokens_per_s:,.0f} trained tokens/s): {terms}{left}"
+    )
 
 
 def plan_summary(plan: Plan) -> str:

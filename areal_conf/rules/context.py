@@ -12,7 +12,7 @@ The rules themselves are in :mod:`areal_conf.rules`' topic modules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from areal_conf.areal.local_gpus import GpuCount, gpus_per_node
 from areal_conf.areal.roles import ROLE_NAMES
@@ -27,6 +27,9 @@ from areal_conf.rules.engines import (
 )
 from areal_conf.rules.fit import MemoryCheck, Recheck
 from areal_conf.settings import Settings, gpu_memory_of
+
+if TYPE_CHECKING:
+    from areal_conf.perf.rl_step import RLStep
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Context:
     model_source: str = ""
     step_seconds: dict[str, float] = field(default_factory=dict)  # predicted, by engine
     speed_note: str = ""  # how the step times were predicted
+    rl_step: RLStep | None = None  # the predicted RL step
     #: The whole check again, on the config with a fix's overrides: a fix is printed
     #: only when it passes (None: fixes are not checked).
     recheck: Recheck | None = None
@@ -146,6 +150,7 @@ class Context:
             model_source=self.model_source,
             placed_nodes=self.placed_nodes,
             speed_note=self.speed_note,
+            rl_step=self.rl_step,
         )
 
 

@@ -1,9 +1,13 @@
 """Each training engine's predicted step time, the plan's ``s/step`` column (the model is
-:mod:`areal_conf.perf.speed`); never refuses a config."""
+:mod:`areal_conf.perf.speed`), and the RL step of an RL config
+(:mod:`areal_conf.perf.rl_step`); never refuses a config."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from areal_conf.errors import AllocationError
+from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.rules.common import own_model
 from areal_conf.rules.context import Context
@@ -37,3 +41,28 @@ def predict_step_times(ctx: Context) -> None:
         timed[e.name] = step
     if timed:
         ctx.speed_note = describe_steps(timed, said)
+    if ctx.run.rl and "actor" in timed:
+        _predict_rl_step(ctx, shape, gpu)
+
+
+def _predict_rl_step(ctx: Context, shape: ModelShape, gpu: Hardware) -> None:
+    """The RL step, with the engines as the plan places them and their memory."""
+    from areal_conf.perf.rl_step import rl_step
+    from areal_conf.plan.plan import rl_engines
+
+    memory = ctx.memory.estimates if ctx.memory is not None else {}
+    placed = {
+        e.name: replace(e, slots=ctx.slots.get(e.owner, ()), memory=memory.get(e.name))
+        for e in ctx.built()
+    }
+    try:
+        ctx.rl_step = rl_step(
+            ctx.run,
+            rl_engines(placed),
+            shape,
+            gpu=gpu,
+            n_gpus_per_node=max(1, ctx.n),
+            mean_response_tokens=ctx.settings.mean_response_tokens,
+        )
+    except AllocationError:  # e.g. no rollout layout whose KV cache holds a sequence
+        ctx.rl_step = None

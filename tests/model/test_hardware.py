@@ -115,4 +115,5 @@ def test_hardware_is_a_dataclass_of_numbers() -> None:
         "inter_node_gb_per_s",
         "sm_count",
         "gemm_efficiency",
+        "host_gb_per_s",
     ]
