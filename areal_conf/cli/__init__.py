@@ -14,6 +14,7 @@ from areal_conf.cli.explain import add_explain_command, add_migrate_command, add
 from areal_conf.cli.layouts import add_layouts_command
 from areal_conf.cli.own_options import command_after_separator
 from areal_conf.cli.suggest import add_suggest_command
+from areal_conf.cli.tune import add_tune_command
 from areal_conf.errors import AllocationError
 
 _DESCRIPTION = (
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_command_verbs(commands)
     add_layouts_command(commands)
     add_suggest_command(commands)
+    add_tune_command(commands)
     add_schema_command(commands)
     return parser
 

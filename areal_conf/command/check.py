@@ -30,6 +30,7 @@ from areal_conf.plan.plan import Plan
 from areal_conf.settings import Settings, optional_settings
 
 if TYPE_CHECKING:
+    from areal_conf.config.run_reading import Reading
     from areal_conf.validation import Validation
 
 #: The file suffix AReaL's loader strips to name the config it composes.
@@ -119,6 +120,56 @@ def suggest_for_command(
     return suggestion_text(found)
 
 
+def tune_for_command(
+    run_log: str | os.PathLike[str],
+    argv: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    top: int = 3,
+    as_json: bool = False,
+) -> str:
+    """What ``python -m areal_conf tune RUN`` prints for the run whose log is at
+    ``run_log`` and the command (``--config YAML [OVERRIDE ...]``) it was started with."""
+    import json
+
+    from areal_conf.advise.run_logs import read_log
+    from areal_conf.advise.tune import tune_text, tuning
+    from areal_conf.command.argv import parse_config_command
+    from areal_conf.model.shape import ModelShape
+    from areal_conf.perf.speed import gpu_for_speed
+    from areal_conf.settings import default_settings, gpu_memory_of
+
+    if type(top) is not int or top < 1:
+        raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
+    log = read_log(run_log)
+    settings = settings if settings is not None else default_settings()
+    command = parse_config_command(argv, cwd)
+    cfg = compose_as_areal(command, areal_version=settings.areal_version)
+    reading, validation = _read_and_validate(command, cfg, settings)
+    shape = validation.shape
+    if not isinstance(shape, ModelShape):
+        raise AllocationError(
+            f"tune needs the model's shape: {shape}",
+            hint="give it with --model hf_config=<the model's config.json, directory or "
+            "Hugging Face id> (or AREAL_CONF_MODEL)",
+        )
+    gpu, said = gpu_for_speed(settings.gpu)
+    memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
+    found = tuning(
+        log,
+        reading,
+        validation,
+        shape,
+        gpu=gpu,
+        gpu_said=said,
+        gpu_memory_gb=memory_gb,
+        mean_response_tokens=settings.mean_response_tokens,
+        top=top,
+    )
+    return json.dumps(found.to_dict(), indent=2) if as_json else tune_text(found)
+
+
 def run_command(command: AReaLCommand, *, env: Mapping[str, str] | None = None) -> Finished:
     """Run ``command`` as given, in its working directory, forwarding signals; its exit
     status as a shell reports it. ``OSError`` when it cannot be started."""
@@ -160,10 +211,18 @@ def compose_as_areal(
 def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Validation:
     """``validate(cfg)``; a key AReaL lacks that one of the command's overrides wrote is
     an error pointing at that override, whose fix rewrites it."""
-    from areal_conf.validation import validate
+    return _read_and_validate(command, cfg, settings)[1]
+
+
+def _read_and_validate(
+    command: AReaLCommand, cfg: Any, settings: Settings | None
+) -> tuple[Reading, Validation]:
+    """:func:`_validated`, with the config as read (for checks of edits of it)."""
+    from areal_conf.validation import read_run, validate_run
 
     try:
-        return validate(cfg, settings=settings)
+        reading = read_run(cfg, settings=settings)
+        return reading, validate_run(reading)
     except UnknownKey as err:
         override = err.given_by(command.overrides)
         if override is None:
