@@ -52,8 +52,10 @@ class Validation(Plan):
 
     def plan_only(self) -> Plan:
         """The plan without what was read, for a caller that keeps many (a sweep's
-        thousands of jobs: what was read is many small objects each)."""
-        return Plan(**{f.name: getattr(self, f.name) for f in fields(Plan)})
+        thousands of jobs: what was read is many small objects each); it predicts no RL
+        step."""
+        kept = {f.name: getattr(self, f.name) for f in fields(Plan)}
+        return Plan(**{**kept, "rl_inputs": None})
 
 
 def validate(

@@ -195,6 +195,20 @@ def test_a_sweep_killed_at_random_moments_never_leaves_a_file_that_does_not_pars
         assert _files_that_do_not_parse(sweep_dir) == [], f"kill #{kill} ({name})"
         checked += with_signal
     assert checked >= KILLS // 2  # most kills landed while the sweep was running
+    # Then each sweep once more, to its end, in the directory its killed runs left: on a
+    # slow machine no kill may have come after a job's files were written
+    for name in ("train", "sweep"):
+        sweep_dir = tmp_path / name
+        subprocess.run(
+            [*SWEEPS[name], *MANY[name], f"hydra.sweep.dir={sweep_dir}"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=SUBPROCESS_TIMEOUT,
+            check=False,
+        )
+        assert _files_that_do_not_parse(sweep_dir) == []
     assert list((tmp_path / "train").rglob("allocation_plan.json"))
     assert list((tmp_path / "sweep").rglob("command.sh"))
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts
 from areal_conf.config.run_config import RunConfig
+from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError
 from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape
@@ -24,11 +27,19 @@ from areal_conf.perf.ranking import (
     rank_training,
     rl_split,
 )
+from areal_conf.perf.rl_step import RLStep
 from areal_conf.perf.speed import TrainingStep, training_step
-from areal_conf.perf.workload import NoWorkload, StepWorkload, decode_context, step_workload
+from areal_conf.perf.workload import (
+    NoWorkload,
+    StepWorkload,
+    concurrent_sequences,
+    decode_context,
+    step_workload,
+)
 from areal_conf.plan.plan import Plan
 from areal_conf.plan.report import columns, decode_rows, ranked_layout_rows, seconds_text
 from areal_conf.rules.fit import engine_knobs
+from areal_conf.validation import Validation
 
 
 @dataclass(frozen=True)
@@ -60,11 +71,46 @@ class Suggestion:
     rollout: RolloutSuggestion | None
     split: RLSplit | None
     notes: tuple[str, ...]
+    #: The config's predicted RL step, and the layouts of the actor and the rollout with
+    #: the shortest one (:mod:`areal_conf.advise.rl_layouts`), colocated ones included.
+    rl_step: RLStep | None = None
+    rl_layouts: tuple[RLLayout, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``suggest --json`` prints."""
+        return {
+            "gpu": self.gpu,
+            "training": {
+                t.engine: {
+                    "current": t.current,
+                    "gpus": t.gpus,
+                    "current_step_seconds": t.current_seconds,
+                    "fastest": [
+                        {"backend": r.spec, "step_seconds": round(r.seconds, 3), "fits": r.fits}
+                        for r in t.ranked
+                    ],
+                }
+                for t in self.training
+            },
+            "rollout": None
+            if self.rollout is None
+            else {
+                "current": self.rollout.current,
+                "gpus": self.rollout.gpus,
+                "fastest": [
+                    {"backend": spec, "tokens_per_s": round(d.tokens_per_s, 1)}
+                    for spec, d in self.rollout.ranked
+                ],
+            },
+            "rl_step": None if self.rl_step is None else self.rl_step.to_dict(),
+            "rl_layouts": [layout.to_dict() for layout in self.rl_layouts],
+            "notes": list(self.notes),
+        }
 
 
 def suggest(
-    run: RunConfig,
-    plan: Plan,
+    reading: Reading,
+    plan: Validation,
     shape: ModelShape,
     *,
     gpu: Hardware,
@@ -73,8 +119,10 @@ def suggest(
     mean_response_tokens: int | None = None,
     top: int = 3,
 ) -> Suggestion:
-    """The ``top`` predicted-fastest layouts of each engine on the GPUs it has, and the
-    rollout/actor split (when both are built and run on GPUs of their own)."""
+    """The ``top`` predicted-fastest layouts of each engine on the GPUs it has, the
+    rollout/actor split (when both are built and run on GPUs of their own), and the
+    layouts of both with the shortest whole RL step."""
+    run = reading.run
     n = max(1, plan.n_gpus_per_node)
     mapping = as_model_mapping(shape)
     notes: list[str] = []
@@ -111,7 +159,7 @@ def suggest(
     rollout_section = run.rollout
     concurrent = None
     if rollout_section is not None:
-        concurrent = rollout_section.max_concurrent_rollouts or (work.sequences if work else None)
+        concurrent = concurrent_sequences(rollout_section, run.workload)
     if rollout_engine is not None and rollout_engine.allocation is not None and concurrent:
         alloc = rollout_engine.allocation
         context = decode_context(run, mean_response_tokens)
@@ -143,7 +191,21 @@ def suggest(
             requests,
         )
     split = _split(run, plan, shape, gpu, mean_response_tokens, notes)
-    return Suggestion(gpu_said, tuple(training), rollout, split, tuple(notes))
+    layouts: list[RLLayout] = []
+    if plan.rl_step is not None:
+        layouts, more = fastest_rl_layouts(
+            reading,
+            plan,
+            shape,
+            gpu=gpu,
+            gpu_memory_gb=gpu_memory_gb,
+            mean_response_tokens=mean_response_tokens,
+            top=top,
+        )
+        notes += [f"whole step: {note}" for note in more]
+    return Suggestion(
+        gpu_said, tuple(training), rollout, split, tuple(notes), plan.rl_step, tuple(layouts)
+    )
 
 
 def _split(
@@ -277,9 +339,33 @@ def suggestion_text(s: Suggestion) -> str:
         lines.append(
             f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
             "(--mean-response-tokens), prompts of "
-            f"{a['prompt_tokens']:,} tokens, {a['concurrent_rollouts']:,} rollouts at once; "
+            f"{a['prompt_tokens']:,} tokens, {a['concurrent_sequences']:,} sequences decoded "
+            "at once; "
             f"counted: {a['counted']}"
         )
+    if s.rl_step is not None:
+        step = s.rl_step
+        lines += [
+            "",
+            f"whole RL step ({step.mode}, as AReaL runs this config): "
+            f"{seconds_text(step.step_seconds)} s now, {step.bound}-bound; fastest layouts "
+            "of the actor and the rollout on their GPUs:",
+        ]
+        rows = [("rollout", "actor", "GPUs (rollout+actor)", "step s", "bound", "overrides")]
+        for layout in s.rl_layouts:
+            rows.append(
+                (
+                    layout.rollout,
+                    layout.actor,
+                    f"{layout.gpus}, colocated"
+                    if layout.colocated
+                    else f"{layout.rollout_gpus}+{layout.actor_gpus}",
+                    seconds_text(layout.step.step_seconds),
+                    layout.step.bound,
+                    " ".join(layout.overrides),
+                )
+            )
+        lines += _indented(rows)
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)
 

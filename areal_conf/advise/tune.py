@@ -22,9 +22,8 @@ prints :func:`tune_text` or :meth:`Tuning.to_dict`.
   the ratio of measured to predicted seconds, within :data:`FACTOR_BOUNDS`: a ratio beyond
   them says the model does not describe this run (another GPU, another model), not that
   the cluster is that much slower.
-- **Recommendations.** On the GPUs the actor and the rollout have together, every split
-  (whole nodes) with the fastest layouts of each engine there, each checked as a whole
-  config (so its overrides pass ``check``) and predicted with the calibrated model.
+- **Recommendations.** :func:`areal_conf.advise.rl_layouts.fastest_rl_layouts` with the
+  calibrated model.
 """
 
 from __future__ import annotations
@@ -34,13 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts
 from areal_conf.advise.run_logs import RunLog
 from areal_conf.config.run_reading import Reading
-from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.errors import ConfigError
 from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape
-from areal_conf.perf.decode import RequestLengths
-from areal_conf.perf.ranking import as_model_mapping, rank_decode, rank_training
 from areal_conf.perf.rl_step import (
     TIMEPERF_KEYS,
     TRAINING_SIDE,
@@ -51,11 +49,9 @@ from areal_conf.perf.rl_step import (
     mode_of,
     rl_step,
 )
-from areal_conf.perf.speed import training_step
 from areal_conf.perf.workload import StepWorkload, step_workload
 from areal_conf.plan.report import columns, seconds_text
-from areal_conf.rules.fit import engine_knobs
-from areal_conf.validation import Validation, validate_run
+from areal_conf.validation import Validation
 
 #: The least and most each calibration factor may be (see the module docstring). The
 #: weight update and offloads are priced by their bytes alone, a floor that fixed costs
@@ -108,27 +104,6 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class Recommendation:
-    """One layout of the actor and the rollout on their GPUs, predicted calibrated."""
-
-    rollout: str
-    actor: str
-    rollout_gpus: int
-    actor_gpus: int
-    step: RLStep
-    overrides: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backends": {"rollout": self.rollout, "actor": self.actor},
-            "gpus": {"rollout": self.rollout_gpus, "actor": self.actor_gpus},
-            "step_seconds": round(self.step.step_seconds, 3),
-            "bound": self.step.bound,
-            "overrides": list(self.overrides),
-        }
-
-
-@dataclass(frozen=True)
 class Tuning:
     log: str
     gpu: str
@@ -138,7 +113,7 @@ class Tuning:
     calibration: Calibration
     #: Why each factor is what it is, by factor.
     reasons: Mapping[str, str]
-    recommendations: tuple[Recommendation, ...]
+    recommendations: tuple[RLLayout, ...]
     current: Mapping[str, str]
     notes: tuple[str, ...] = field(default=())
 
@@ -273,120 +248,6 @@ def _unseen(factor: str, measured: Measured) -> str:
     return "not measured: the run has no such phase, or it is not predicted"
 
 
-def recommend(
-    reading: Reading,
-    validation: Validation,
-    shape: ModelShape,
-    *,
-    gpu: Hardware,
-    gpu_memory_gb: float,
-    calibration: Calibration,
-    mean_response_tokens: int | None,
-    top: int = 3,
-) -> tuple[list[Recommendation], list[str]]:
-    """The ``top`` predicted-fastest layouts of the actor and the rollout on the GPUs
-    they have together (see the module docstring), and notes on what was not tried."""
-    run = reading.run
-    plan_engines = validation.engines
-    actor, rollout = plan_engines.get("actor"), plan_engines.get("rollout")
-    notes: list[str] = []
-    if actor is None or rollout is None or actor.allocation is None or rollout.allocation is None:
-        return [], ["no recommendation: the config builds no actor or no rollout"]
-    if actor.colocated_with or rollout.colocated_with:
-        return [], ["no recommendation: the actor and the rollout share GPUs (no split to move)"]
-    work = step_workload(run, mean_response_tokens)
-    if not isinstance(work, StepWorkload):
-        return [], [f"no recommendation: {work.reason}"]
-    n = max(1, validation.n_gpus_per_node)
-    total = actor.gpus + rollout.gpus
-    stride = n if total >= 2 * n else 1
-    splits = list(range(stride, total, stride))
-    if len(splits) > MAX_SPLITS:
-        every = len(splits) / MAX_SPLITS
-        splits = sorted({splits[int(i * every)] for i in range(MAX_SPLITS)})
-        notes.append(f"{MAX_SPLITS} of the splits tried, evenly spread")
-    actor_section, rollout_section = run.engines["actor"], run.engines["rollout"]
-    step = training_step(run, actor_section, mean_response_tokens)
-    if isinstance(step, str):
-        return [], [f"no recommendation: {step}"]
-    knobs = engine_knobs(run, actor_section, actor.allocation, gpu_memory_gb)
-    knobs.pop("gpu_memory_gb", None)
-    knobs.pop("tokens_per_microbatch", None)
-    mapping = as_model_mapping(shape)
-    requests = RequestLengths(work.prompt_tokens, max(1, work.mean_response_tokens))
-    found: dict[tuple[str, str], Recommendation] = {}
-    for rollout_gpus in splits:
-        actor_gpus = total - rollout_gpus
-        try:
-            decoders = rank_decode(
-                rollout.allocation.backend,
-                rollout_gpus,
-                shape,
-                gpu=gpu,
-                concurrent=validation.rl_step.assumptions["concurrent_sequences"]
-                if validation.rl_step is not None
-                else work.sequences,
-                context_tokens=work.decode_context,
-                n_gpus_per_node=n,
-                requests=requests,
-                top=LAYOUTS_PER_ENGINE,
-            )
-            trainers = rank_training(
-                step,
-                actor.allocation.backend,
-                actor_gpus,
-                mapping,
-                gpu=gpu,
-                n_gpus_per_node=n,
-                gpu_memory_gb=gpu_memory_gb,
-                memory_knobs=knobs,
-                fits_only=True,
-                top=LAYOUTS_PER_ENGINE,
-            )
-        except AllocationError:
-            continue
-        for r_spec, _ in decoders:
-            for trained in trainers:
-                edits = (
-                    f"{rollout_section.backend_key}={r_spec}",
-                    f"{actor_section.backend_key}={trained.spec}",
-                )
-                try:
-                    checked = validate_run(reading, edits, check_fixes=False)
-                    predicted = rl_step(
-                        checked.run or run,
-                        checked.rl_engines(),
-                        shape,
-                        gpu=gpu,
-                        n_gpus_per_node=n,
-                        mean_response_tokens=mean_response_tokens,
-                        calibration=calibration,
-                    )
-                except AllocationError:
-                    continue
-                found[(r_spec, trained.spec)] = Recommendation(
-                    r_spec,
-                    trained.spec,
-                    rollout_gpus,
-                    actor_gpus,
-                    predicted,
-                    tuple(_override(run.present_keys, e) for e in edits),
-                )
-    ranked = sorted(found.values(), key=lambda r: r.step.step_seconds)
-    if not ranked:
-        notes.append(
-            "no recommendation: no split of these GPUs has layouts that pass the check and fit"
-        )
-    return ranked[:top], notes
-
-
-def _override(present: frozenset[str], edit: str) -> str:
-    """``edit`` as Hydra takes it on the config: ``++key=value`` where the config lacks
-    the key."""
-    key = edit.split("=", 1)[0]
-    return edit if key in present else f"++{edit}"
-
-
 def tuning(
     log: RunLog,
     reading: Reading,
@@ -429,7 +290,7 @@ def tuning(
     predicted = predict()
     calibration, reasons = calibrate(measured, predicted)
     calibrated = predict(calibration)
-    recommendations, notes = recommend(
+    recommendations, notes = fastest_rl_layouts(
         reading,
         validation,
         shape,
@@ -512,11 +373,12 @@ def tune_text(t: Tuning) -> str:
     now = f"now {seconds_text(m.step_seconds)} s a step, {c.bound}-bound"
     if t.recommendations:
         best = t.recommendations[0]
-        gpus = best.rollout_gpus + best.actor_gpus
+        gpus = best.gpus
         plus = f"{best.step.step_seconds * m.spread:.2g}"
+        how = "colocated" if best.colocated else "split anew"
         lines.append(
             f"{now}; with rollout {best.rollout} and actor {best.actor} on the same {gpus} "
-            f"GPUs: {seconds_text(best.step.step_seconds)} s (±{plus})"
+            f"GPUs ({how}): {seconds_text(best.step.step_seconds)} s (±{plus})"
         )
         lines.append("")
         table = [("rollout", "actor", "GPUs (rollout+actor)", "step s", "bound", "overrides")]
@@ -534,7 +396,7 @@ def tune_text(t: Tuning) -> str:
                 (
                     r.rollout,
                     r.actor + now_mark,
-                    f"{r.rollout_gpus}+{r.actor_gpus}",
+                    f"{r.gpus}, colocated" if r.colocated else f"{r.rollout_gpus}+{r.actor_gpus}",
                     seconds_text(r.step.step_seconds),
                     r.step.bound,
                     " ".join(r.overrides),

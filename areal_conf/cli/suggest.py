@@ -22,7 +22,9 @@ def _suggest(args: argparse.Namespace) -> None:
     refuse_own_options(args, command)
     if args.config is not None:
         command = ["--config", args.config, *command]
-    print(suggest_for_command(command, settings=settings_from(args), top=args.top))
+    print(
+        suggest_for_command(command, settings=settings_from(args), top=args.top, as_json=args.json)
+    )
 
 
 def add_suggest_command(commands: Any) -> None:
@@ -46,6 +48,11 @@ def add_suggest_command(commands: Any) -> None:
         default=3,
         metavar="K",
         help="layouts to show per engine (default 3)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the suggestion as JSON, with the predicted RL step and its fastest layouts",
     )
     add_settings_options(
         parser,

@@ -82,6 +82,7 @@ def suggest_for_command(
     settings: Settings | None = None,
     cwd: str | os.PathLike[str] | None = None,
     top: int = 3,
+    as_json: bool = False,
 ) -> str:
     """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
     (or a whole AReaL command): the config is composed as AReaL composes it and checked
@@ -96,7 +97,7 @@ def suggest_for_command(
     settings = settings if settings is not None else default_settings()
     command = parse_config_command(argv, cwd)
     cfg = compose_as_areal(command, areal_version=settings.areal_version)
-    plan = _validated(command, cfg, settings)
+    reading, plan = _read_and_validate(command, cfg, settings)
     run, shape = plan.run, plan.shape
     assert run is not None and shape is not None  # validate gives what it read
     if isinstance(shape, str):
@@ -108,7 +109,7 @@ def suggest_for_command(
     gpu, said = gpu_for_speed(settings.gpu)
     memory_gb, _, _ = gpu_memory_of(settings, run.cluster.gpu_memory_gb)
     found = suggest(
-        run,
+        reading,
         plan,
         shape,
         gpu=gpu,
@@ -117,6 +118,10 @@ def suggest_for_command(
         mean_response_tokens=settings.mean_response_tokens,
         top=top,
     )
+    if as_json:
+        import json
+
+        return json.dumps(found.to_dict(), indent=2)
     return suggestion_text(found)
 
 

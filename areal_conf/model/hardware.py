@@ -1,6 +1,6 @@
 """The GPUs areal-conf knows by name, with the numbers of their data sheets.
 
-``HARDWARE`` maps a name (``a100``, ``h100``, ``h800``, ``h200``, ``b200``) to a frozen
+``HARDWARE`` maps a name (``a100``, ``h100``, ``h800``, ``h20``, ``h200``, ``b200``) to a frozen
 :class:`Hardware`; change a number with ``dataclasses.replace(HARDWARE["h100"],
 inter_node_gb_per_s=25.0)``. ``--gpu NAME`` (``AREAL_CONF_GPU``) gives areal-conf the
 memory of one GPU from here.
@@ -16,6 +16,9 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
   together: 200 one way); HGX H800 servers have one 400 Gb/s port per GPU (50 GB/s), as
   DeepSeek-V3's report describes its H800 cluster (NVLink 160 GB/s and InfiniBand 50 GB/s
   a GPU, achieved).
+- H20: Hopper cut for export, 148 TFLOPS dense BF16, 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s
+  (450 one way), 78 streaming multiprocessors; one 400 Gb/s port per GPU as in HGX servers
+  (50 GB/s). Its GEMM efficiency is taken as Hopper's.
 - H200 SXM: H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
 - B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
   GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
@@ -141,6 +144,7 @@ HARDWARE: dict[str, Hardware] = _Table(
         "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85, 32.0),
         "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
         "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75),
+        "h20": Hardware("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 78, 0.75),
         "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
         "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
     }

@@ -300,7 +300,9 @@ def rl_split(
     training when they overlap (AReaL's asynchronous training, ``asynchronous``), their
     sum otherwise. The best split is the shortest step. A ``critic`` (:class:`Critic`) adds
     its values pass and its training to the training side. Prefill, ref and teacher
-    forward passes and weight updates are not counted.
+    forward passes and weight updates are not counted. ``max_concurrent_rollouts`` is
+    AReaL's: rollouts at once, each the ``n_samples`` responses of one prompt (default:
+    the whole batch at once).
     """
     gpu_ = hardware(gpu)
     whole(
@@ -343,7 +345,9 @@ def rl_split(
         prompt_tokens=prompt_tokens,
         mean_response_tokens=mean_response_tokens,
     )
-    concurrent = max_concurrent_rollouts or work.sequences
+    # AReaL's rollouts are groups: each generates the n_samples responses of one prompt
+    rollouts = batch_size if max_concurrent_rollouts is None else max_concurrent_rollouts
+    concurrent = rollouts * n_samples
     microbatch = work.microbatch(tokens_per_microbatch)
     actor_step = _rl_step(work, ppo_n_minibatches, microbatch, recompute)
     critic_step = (
@@ -429,7 +433,7 @@ def rl_split(
         "mean_response_tokens": work.mean_response_tokens,
         "prompt_tokens": work.prompt_tokens,
         "tokens_per_microbatch": microbatch,
-        "concurrent_rollouts": concurrent,
+        "concurrent_sequences": concurrent,
         "asynchronous": asynchronous,
         "gpu": gpu_.name,
         "counted": counted_text,

@@ -170,6 +170,19 @@ class RLEngine:
 
 
 @dataclass(frozen=True)
+class RLInputs:
+    """What predicting a checked config's RL step needs besides its plan: the config as
+    read, the model's shape, the GPU and the mean response length said (None: assumed).
+    The plan keeps them and predicts the step when it is asked for (``Plan.rl_step``),
+    so that checking a config (a sweep checks thousands) does not pay for it."""
+
+    run: RunConfig
+    shape: ModelShape
+    gpu: Hardware
+    mean_response_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class RLStep:
     """One predicted RL step: its phases' seconds, how they add up and what was assumed.
 

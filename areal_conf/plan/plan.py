@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from areal_conf.perf.memory import MemoryEstimate
 from areal_conf.spec.allocation import ModelAllocation
 
 if TYPE_CHECKING:  # the RL step's model is imported when a step is predicted
-    from areal_conf.perf.rl_step import RLEngine, RLStep
+    from areal_conf.perf.rl_step import RLEngine, RLInputs, RLStep
 
 Slot = tuple[int, int]  # (node, local GPU index)
 
@@ -146,8 +147,9 @@ class Plan:
     #: read ``cluster.n_nodes`` (Slurm, Ray) is given more work than it declares.
     placed_nodes: int | None = None
     speed_note: str = ""  # how the engines' step times were predicted, when they were
-    #: The predicted RL step (an RL config whose model shape and batch are known).
-    rl_step: RLStep | None = None
+    #: What predicting the RL step needs (an RL config whose model shape and batch are
+    #: known; see :attr:`rl_step`).
+    rl_inputs: RLInputs | None = field(default=None, repr=False, compare=False)
     #: Where ``n_gpus_per_node`` came from: on the local scheduler the machine's GPUs
     #: (``CUDA_VISIBLE_DEVICES=0,1,2,3``); None: ``cluster.n_gpus_per_node``.
     gpus_from: GpuCount | None = None
@@ -217,6 +219,28 @@ class Plan:
             "speed_note": self.speed_note or None,
             "rl_step": None if self.rl_step is None else self.rl_step.to_dict(),
         }
+
+    @functools.cached_property
+    def rl_step(self) -> RLStep | None:
+        """The predicted RL step (:func:`areal_conf.perf.rl_step.rl_step`), predicted the
+        first time it is asked for; None when the config's step cannot be predicted."""
+        from areal_conf.errors import AllocationError
+        from areal_conf.perf.rl_step import rl_step
+
+        inputs = self.rl_inputs
+        if inputs is None or self.cpu_run:
+            return None
+        try:
+            return rl_step(
+                inputs.run,
+                self.rl_engines(),
+                inputs.shape,
+                gpu=inputs.gpu,
+                n_gpus_per_node=self.n_gpus_per_node,
+                mean_response_tokens=inputs.mean_response_tokens,
+            )
+        except AllocationError:  # e.g. no rollout layout whose KV cache holds a sequence
+            return None
 
     def rl_engines(self) -> dict[str, RLEngine]:
         """The built engines as :func:`areal_conf.perf.rl_step.rl_step` takes them."""

@@ -29,7 +29,7 @@ from areal_conf.rules.fit import MemoryCheck, Recheck
 from areal_conf.settings import Settings, gpu_memory_of
 
 if TYPE_CHECKING:
-    from areal_conf.perf.rl_step import RLStep
+    from areal_conf.perf.rl_step import RLInputs
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Context:
     model_source: str = ""
     step_seconds: dict[str, float] = field(default_factory=dict)  # predicted, by engine
     speed_note: str = ""  # how the step times were predicted
-    rl_step: RLStep | None = None  # the predicted RL step
+    rl_inputs: RLInputs | None = None  # what predicting the RL step needs
     #: The whole check again, on the config with a fix's overrides: a fix is printed
     #: only when it passes (None: fixes are not checked).
     recheck: Recheck | None = None
@@ -150,7 +150,7 @@ class Context:
             model_source=self.model_source,
             placed_nodes=self.placed_nodes,
             speed_note=self.speed_note,
-            rl_step=self.rl_step,
+            rl_inputs=self.rl_inputs,
         )
 
 

@@ -4,10 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from areal_conf.errors import AllocationError
-from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.rules.common import own_model
 from areal_conf.rules.context import Context
@@ -42,27 +39,7 @@ def predict_step_times(ctx: Context) -> None:
     if timed:
         ctx.speed_note = describe_steps(timed, said)
     if ctx.run.rl and "actor" in timed:
-        _predict_rl_step(ctx, shape, gpu)
+        from areal_conf.perf.rl_step import RLInputs
 
-
-def _predict_rl_step(ctx: Context, shape: ModelShape, gpu: Hardware) -> None:
-    """The RL step, with the engines as the plan places them and their memory."""
-    from areal_conf.perf.rl_step import rl_step
-    from areal_conf.plan.plan import rl_engines
-
-    memory = ctx.memory.estimates if ctx.memory is not None else {}
-    placed = {
-        e.name: replace(e, slots=ctx.slots.get(e.owner, ()), memory=memory.get(e.name))
-        for e in ctx.built()
-    }
-    try:
-        ctx.rl_step = rl_step(
-            ctx.run,
-            rl_engines(placed),
-            shape,
-            gpu=gpu,
-            n_gpus_per_node=max(1, ctx.n),
-            mean_response_tokens=ctx.settings.mean_response_tokens,
-        )
-    except AllocationError:  # e.g. no rollout layout whose KV cache holds a sequence
-        ctx.rl_step = None
+        # the plan predicts the step when asked (Plan.rl_step)
+        ctx.rl_inputs = RLInputs(ctx.run, shape, gpu, ctx.settings.mean_response_tokens)

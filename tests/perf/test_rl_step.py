@@ -141,7 +141,7 @@ def test_rl_throughput_on_a_config_without_a_batch_says_why() -> None:
         "actor": {"backend": "fsdp:d4", "gradient_checkpointing": True},
         "cluster": {"n_nodes": 1, "n_gpus_per_node": 8},
     }
-    with pytest.raises(AllocationError, match="train_dataset.batch_size"):
+    with pytest.raises(AllocationError, match=r"train_dataset\.batch_size"):
         rl_throughput(
             cfg,
             areal_version="2.0",

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from _helpers import ROOT
 
-from areal_conf import AllocationError, validate
+from areal_conf import AllocationError
 from areal_conf.advise.suggest import suggest, suggestion_text
 from areal_conf.advise.sweeps import engine_layouts
 from areal_conf.areal.versions import choose_rules
@@ -48,6 +48,7 @@ from areal_conf.perf.speed import TrainingStep, training_step
 from areal_conf.perf.workload import NoWorkload, StepWorkload, step_workload
 from areal_conf.plan.report import plan_table
 from areal_conf.settings import Settings
+from areal_conf.validation import read_run, validate_run
 
 FIXTURES = ROOT / "tests" / "fixtures"
 AREAL2 = FIXTURES / "areal2"
@@ -285,8 +286,7 @@ def test_a_pair_costs_two_sequences() -> None:
 
 
 def test_suggest_on_sft_says_what_it_assumed() -> None:
-    run = run_of(SFT, "+train_dataset.max_length=1024", "scheduler.type=local")
-    plan = validate(
+    reading = read_run(
         compose_as_areal(
             parse_config_command(
                 ["--config", str(SFT), "+train_dataset.max_length=1024", "scheduler.type=local"],
@@ -295,10 +295,11 @@ def test_suggest_on_sft_says_what_it_assumed() -> None:
         ),
         settings=Settings(areal_version="2.0"),
     )
+    plan = validate_run(reading)
     shape = shape_of({"hf_config": str(FIXTURES / "hf" / "qwen2_5_7b")})
     assert isinstance(shape, ModelShape)
     found = suggest(
-        run, plan, shape, gpu=hardware("h100"), gpu_said="h100", gpu_memory_gb=80.0, top=2
+        reading, plan, shape, gpu=hardware("h100"), gpu_said="h100", gpu_memory_gb=80.0, top=2
     )
     text = suggestion_text(found)
     assert "SFT: 128 sequences of 1,024 tokens" in text and "mean response" not in text
@@ -373,11 +374,11 @@ def test_suggest_counts_the_critic_in_the_split(
 ) -> None:
     argv = ["--config", str(PPO), "scheduler.type=local", *overrides]
     cfg = compose_as_areal(parse_config_command(argv, cwd=ROOT))
-    run = read_config(cfg, choose_rules("2.0").rules)
-    plan = validate(cfg, settings=Settings(areal_version="2.0"))
+    reading = read_run(cfg, settings=Settings(areal_version="2.0"))
+    plan = validate_run(reading)
     shape = shape_of({"hf_config": "Qwen/Qwen2.5-1.5B-Instruct"})
     found = suggest(
-        run, plan, shape, gpu=hardware("h100"), gpu_said="h100", gpu_memory_gb=80.0, top=1
+        reading, plan, shape, gpu=hardware("h100"), gpu_said="h100", gpu_memory_gb=80.0, top=1
     )
     assert found.split is not None
     text = suggestion_text(found)

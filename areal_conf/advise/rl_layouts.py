@@ -1,0 +1,237 @@
+"""The layouts of the actor and the rollout that make the shortest RL step on the GPUs
+they have together: :func:`fastest_rl_layouts`, which ``suggest`` and ``tune`` rank.
+
+Candidates, on the GPUs the two engines use (their sum when separated, the GPUs they
+share when colocated):
+
+- every split between them (whole nodes; single GPUs within one node; at most
+  :data:`MAX_SPLITS`, evenly spread), with the :data:`LAYOUTS_PER_ENGINE` fastest layouts of
+  each engine there: the rollout's by decode throughput, the actor's by training step
+  among those that fit;
+- both engines colocated on all of them, as AReaL colocates them: the rollout on the
+  actor's GPUs, weights updated through the disk (AReaL refuses NCCL between engines that
+  share GPUs) and torch_memory_saver offloading each between its uses
+  (``enable_offload``).
+
+Each candidate is the config with its overrides, checked as a whole (so the overrides
+pass ``check``), and its step predicted by :func:`areal_conf.perf.rl_step.rl_step`
+(with a calibration, when ``tune`` has one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from areal_conf.config.run_reading import Reading
+from areal_conf.errors import AllocationError
+from areal_conf.model.hardware import Hardware
+from areal_conf.model.shape import ModelShape
+from areal_conf.perf.decode import RequestLengths
+from areal_conf.perf.ranking import as_model_mapping, rank_decode, rank_training
+from areal_conf.perf.rl_step import Calibration, RLStep, rl_step
+from areal_conf.perf.speed import TrainingStep, training_step
+from areal_conf.perf.workload import StepWorkload, concurrent_sequences, step_workload
+from areal_conf.rules.fit import engine_knobs
+from areal_conf.validation import Validation, validate_run
+
+#: Fastest layouts of each engine tried on each split.
+LAYOUTS_PER_ENGINE: Final = 2
+#: Splits tried at most (evenly spread over all of them).
+MAX_SPLITS: Final = 32
+
+
+@dataclass(frozen=True)
+class RLLayout:
+    """One way to lay out the actor and the rollout, predicted."""
+
+    rollout: str
+    actor: str
+    rollout_gpus: int
+    actor_gpus: int
+    colocated: bool
+    step: RLStep
+    #: The overrides that give this layout, as Hydra takes them on the config.
+    overrides: tuple[str, ...]
+
+    @property
+    def gpus(self) -> int:
+        return self.rollout_gpus if self.colocated else self.rollout_gpus + self.actor_gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backends": {"rollout": self.rollout, "actor": self.actor},
+            "gpus": {"rollout": self.rollout_gpus, "actor": self.actor_gpus},
+            "colocated": self.colocated,
+            "step_seconds": round(self.step.step_seconds, 3),
+            "tokens_per_s": round(self.step.tokens_per_s, 1),
+            "mode": self.step.mode,
+            "bound": self.step.bound,
+            "overrides": list(self.overrides),
+        }
+
+
+def fastest_rl_layouts(
+    reading: Reading,
+    validation: Validation,
+    shape: ModelShape,
+    *,
+    gpu: Hardware,
+    gpu_memory_gb: float,
+    calibration: Calibration | None = None,
+    mean_response_tokens: int | None = None,
+    top: int = 3,
+) -> tuple[list[RLLayout], list[str]]:
+    """The ``top`` candidates (see the module docstring) by predicted step, and notes on
+    what was not tried."""
+    run = reading.run
+    actor, rollout = validation.engines.get("actor"), validation.engines.get("rollout")
+    if actor is None or rollout is None or actor.allocation is None or rollout.allocation is None:
+        return [], ["no layouts: the config builds no actor or no rollout"]
+    work = step_workload(run, mean_response_tokens)
+    if not isinstance(work, StepWorkload) or work.trainer != "rl":
+        reason = "not an RL config" if isinstance(work, StepWorkload) else work.reason
+        return [], [f"no layouts: {reason}"]
+    actor_section = run.engines["actor"]
+    step = training_step(run, actor_section, mean_response_tokens)
+    if isinstance(step, str):
+        return [], [f"no layouts: {step}"]
+    shared = bool(actor.colocated_with or rollout.colocated_with)
+    total = actor.gpus if shared else actor.gpus + rollout.gpus
+    n = max(1, validation.n_gpus_per_node)
+    knobs = engine_knobs(run, actor_section, actor.allocation, gpu_memory_gb)
+    knobs.pop("gpu_memory_gb", None)
+    knobs.pop("tokens_per_microbatch", None)
+    search = _Search(
+        reading, shape, gpu, n, step, work, gpu_memory_gb, knobs, calibration, mean_response_tokens
+    )
+    notes: list[str] = []
+    stride = n if total >= 2 * n else 1
+    splits = list(range(stride, total, stride))
+    if len(splits) > MAX_SPLITS:
+        every = len(splits) / MAX_SPLITS
+        splits = sorted({splits[int(i * every)] for i in range(MAX_SPLITS)})
+        notes.append(f"{MAX_SPLITS} of the {len(range(stride, total, stride))} splits tried")
+    separate = _separation_edits(run) if shared else ()
+    found: dict[tuple[str, str, bool], RLLayout] = {}
+    for rollout_gpus in splits:
+        for layout in search.layouts(rollout_gpus, total - rollout_gpus, separate, False):
+            found.setdefault((layout.rollout, layout.actor, False), layout)
+    for layout in search.layouts(total, total, _colocation_edits(run), True):
+        found.setdefault((layout.rollout, layout.actor, True), layout)
+    ranked = sorted(found.values(), key=lambda r: r.step.step_seconds)
+    if not ranked:
+        notes.append("no layouts: none of these GPUs' splits has layouts that pass the check")
+    return ranked[:top], notes
+
+
+def _separation_edits(run: Any) -> tuple[str, ...]:
+    """Overrides that give the actor and the rollout GPUs of their own."""
+    return (
+        f"{run.engines['actor'].key('scheduling_strategy.type')}=separation",
+        f"{run.engines['rollout'].key('scheduling_strategy.type')}=separation",
+    )
+
+
+def _colocation_edits(run: Any) -> tuple[str, ...]:
+    """Overrides that colocate the rollout on the actor's GPUs as AReaL can run it."""
+    actor, rollout = run.engines["actor"], run.engines["rollout"]
+    return (
+        f"{actor.key('scheduling_strategy.type')}=separation",
+        f"{rollout.key('scheduling_strategy.type')}=colocation",
+        f"{rollout.key('scheduling_strategy.target')}=actor",
+        f"{actor.key('weight_update_mode')}=disk",
+        "enable_offload=true",
+    )
+
+
+@dataclass(frozen=True)
+class _Search:
+    reading: Reading
+    shape: ModelShape
+    gpu: Hardware
+    n: int
+    step: TrainingStep
+    work: StepWorkload
+    gpu_memory_gb: float
+    memory_knobs: dict[str, Any]
+    calibration: Calibration | None
+    mean_response_tokens: int | None
+
+    def layouts(
+        self, rollout_gpus: int, actor_gpus: int, extra: tuple[str, ...], colocated: bool
+    ) -> list[RLLayout]:
+        """The fastest layouts of both engines on these GPUs, each checked and predicted."""
+        run = self.reading.run
+        actor_section, rollout_section = run.engines["actor"], run.engines["rollout"]
+        rollout_backend = str(rollout_section.backend).split(":", 1)[0]
+        actor_backend = str(actor_section.backend).split(":", 1)[0]
+        try:
+            decoders = rank_decode(
+                rollout_backend,
+                rollout_gpus,
+                self.shape,
+                gpu=self.gpu,
+                concurrent=concurrent_sequences(rollout_section, run.workload),
+                context_tokens=self.work.decode_context,
+                n_gpus_per_node=self.n,
+                requests=RequestLengths(
+                    self.work.prompt_tokens, max(1, self.work.mean_response_tokens)
+                ),
+                top=LAYOUTS_PER_ENGINE,
+            )
+            trainers = rank_training(
+                self.step,
+                actor_backend,
+                actor_gpus,
+                as_model_mapping(self.shape),
+                gpu=self.gpu,
+                n_gpus_per_node=self.n,
+                gpu_memory_gb=self.gpu_memory_gb,
+                memory_knobs=self.memory_knobs,
+                fits_only=True,
+                top=LAYOUTS_PER_ENGINE,
+            )
+        except AllocationError:
+            return []
+        found: list[RLLayout] = []
+        for r_spec, _ in decoders:
+            for trained in trainers:
+                edits = (
+                    f"{rollout_section.backend_key}={r_spec}",
+                    f"{actor_section.backend_key}={trained.spec}",
+                    *extra,
+                )
+                try:
+                    checked = validate_run(self.reading, edits, check_fixes=False)
+                    predicted = rl_step(
+                        checked.run or run,
+                        checked.rl_engines(),
+                        self.shape,
+                        gpu=self.gpu,
+                        n_gpus_per_node=self.n,
+                        mean_response_tokens=self.mean_response_tokens,
+                        calibration=self.calibration,
+                    )
+                except AllocationError:
+                    continue
+                overrides = tuple(_as_override(run.present_keys, e) for e in edits)
+                found.append(
+                    RLLayout(
+                        r_spec,
+                        trained.spec,
+                        rollout_gpus,
+                        actor_gpus,
+                        colocated,
+                        predicted,
+                        overrides,
+                    )
+                )
+        return found
+
+
+def _as_override(present: frozenset[str], edit: str) -> str:
+    """``edit`` as Hydra takes it on the config: ``++key=value`` where the config lacks
+    the key."""
+    key = edit.split("=", 1)[0]
+    return edit if key in present else f"++{edit}"
