@@ -22,6 +22,12 @@ CONFIG_VERBS = {
     "sweep": ("sweep", "--dry-run", *COMMAND),
     "explain": ("explain", "--config", Y, "scheduler.type=local"),
     "suggest": ("suggest", "--config", Y, "scheduler.type=local"),
+    "tune": (
+        "tune",
+        "tests/fixtures/areal_runs/sc_grpo_25",
+        "--config",
+        "tests/fixtures/areal_runs/configs/sc_grpo_25.yaml",
+    ),
 }
 MODEL = ("--model", "num_layers=4", "hidden_size=256", "num_attention_heads=4")
 MODEL += ("ffn_hidden_size=512", "vocab_size=1000", "max_seq_len=1024")
@@ -87,7 +93,7 @@ def test_each_setting_is_one_knob_with_its_variable_and_flag() -> None:
     fields = [knob.field for knob in KNOBS]
     assert len(fields) == len(set(fields)) and set(fields) <= set(Settings.__dataclass_fields__)
     parser = build_parser()
-    for verb in ("check", "run", "sweep", "explain", "suggest", "layouts"):
+    for verb in ("check", "run", "sweep", "explain", "suggest", "tune", "layouts"):
         text = _help(parser, verb)
         for knob in KNOBS:
             assert knob.variable.startswith("AREAL_CONF_")

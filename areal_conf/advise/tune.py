@@ -213,9 +213,9 @@ def calibrate(measured: Measured, predicted: RLStep) -> tuple[Calibration, dict[
         ratio = got / want
         low, high = FACTOR_BOUNDS[factor]
         kept = min(high, max(low, ratio))
-        said = ", ".join(both)
+        said = "" if both == [factor] else f" ({', '.join(both)})"
         reasons[factor] = (
-            f"{said}: measured {seconds_text(got)} s, predicted {seconds_text(want)} s"
+            f"measured {seconds_text(got)} s against {seconds_text(want)} s predicted{said}"
         )
         if kept != ratio:
             reasons[factor] += (

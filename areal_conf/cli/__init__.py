@@ -19,8 +19,8 @@ from areal_conf.errors import AllocationError
 
 _DESCRIPTION = (
     "Check, run or sweep an AReaL training command; explain a backend string or a config; "
-    "migrate a legacy allocation_mode; list, rank and suggest layouts; print the config's "
-    "JSON Schema."
+    "migrate a legacy allocation_mode; list, rank and suggest layouts; tune them from a "
+    "run's log; print the config's JSON Schema."
 )
 
 

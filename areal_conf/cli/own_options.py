@@ -31,8 +31,9 @@ def _option_values(action: argparse.Action, rest: Sequence[str]) -> int:
     """How many of the tokens ``rest`` after an option are its values."""
     if action.nargs == 0:
         return 0
-    if action.nargs == "+":  # KEY=VALUE items, up to the next option or the command
-        count = 0
+    if action.nargs == "+":  # a first value (--model's Hugging Face id or path), then
+        # KEY=VALUE items up to the next option or the command
+        count = 1 if rest and not rest[0].startswith("-") else 0
         while count < len(rest) and "=" in rest[count] and not rest[count].startswith("-"):
             count += 1
         return count

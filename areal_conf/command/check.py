@@ -31,6 +31,8 @@ from areal_conf.settings import Settings, optional_settings
 
 if TYPE_CHECKING:
     from areal_conf.config.run_reading import Reading
+    from areal_conf.model.hardware import Hardware
+    from areal_conf.model.shape import ModelShape
     from areal_conf.validation import Validation
 
 #: The file suffix AReaL's loader strips to name the config it composes.
@@ -76,6 +78,47 @@ def checked_command(
     return CheckedCommand(command, _validated(command, cfg, settings))
 
 
+@dataclass(frozen=True)
+class _ForPrediction:
+    """A command's config checked, with what ``suggest`` and ``tune`` predict from."""
+
+    reading: Reading
+    validation: Validation
+    shape: ModelShape
+    gpu: Hardware
+    gpu_said: str
+    gpu_memory_gb: float
+    settings: Settings
+
+
+def _for_prediction(
+    verb: str, argv: Sequence[str], settings: Settings | None, cwd: Any, top: int
+) -> _ForPrediction:
+    """The config of ``argv`` composed as AReaL composes it and checked (a config that
+    would not start gets its error), with the model's shape, which ``verb`` needs."""
+    from areal_conf.command.argv import parse_config_command
+    from areal_conf.model.shape import ModelShape
+    from areal_conf.perf.speed import gpu_for_speed
+    from areal_conf.settings import default_settings, gpu_memory_of
+
+    if type(top) is not int or top < 1:
+        raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
+    settings = settings if settings is not None else default_settings()
+    command = parse_config_command(argv, cwd)
+    cfg = compose_as_areal(command, areal_version=settings.areal_version)
+    reading, validation = _read_and_validate(command, cfg, settings)
+    shape = validation.shape
+    if not isinstance(shape, ModelShape):
+        raise AllocationError(
+            f"{verb} needs the model's shape: {shape}",
+            hint="give it with --model hf_config=<the model's config.json, directory or "
+            "Hugging Face id> (or AREAL_CONF_MODEL)",
+        )
+    gpu, said = gpu_for_speed(settings.gpu)
+    memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
+    return _ForPrediction(reading, validation, shape, gpu, said, memory_gb, settings)
+
+
 def suggest_for_command(
     argv: Sequence[str],
     *,
@@ -87,42 +130,22 @@ def suggest_for_command(
     """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
     (or a whole AReaL command): the config is composed as AReaL composes it and checked
     first, so a config that would not start gets its error instead."""
-    from areal_conf.advise.suggest import suggest, suggestion_text
-    from areal_conf.command.argv import parse_config_command
-    from areal_conf.perf.speed import gpu_for_speed
-    from areal_conf.settings import default_settings, gpu_memory_of
+    import json
 
-    if type(top) is not int or top < 1:
-        raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
-    settings = settings if settings is not None else default_settings()
-    command = parse_config_command(argv, cwd)
-    cfg = compose_as_areal(command, areal_version=settings.areal_version)
-    reading, plan = _read_and_validate(command, cfg, settings)
-    run, shape = plan.run, plan.shape
-    assert run is not None and shape is not None  # validate gives what it read
-    if isinstance(shape, str):
-        raise AllocationError(
-            f"suggest needs the model's shape: {shape}",
-            hint="give it with --model hf_config=<the model's config.json, directory or "
-            "Hugging Face id> (or AREAL_CONF_MODEL)",
-        )
-    gpu, said = gpu_for_speed(settings.gpu)
-    memory_gb, _, _ = gpu_memory_of(settings, run.cluster.gpu_memory_gb)
+    from areal_conf.advise.suggest import suggest, suggestion_text
+
+    given = _for_prediction("suggest", argv, settings, cwd, top)
     found = suggest(
-        reading,
-        plan,
-        shape,
-        gpu=gpu,
-        gpu_said=said,
-        gpu_memory_gb=memory_gb,
-        mean_response_tokens=settings.mean_response_tokens,
+        given.reading,
+        given.validation,
+        given.shape,
+        gpu=given.gpu,
+        gpu_said=given.gpu_said,
+        gpu_memory_gb=given.gpu_memory_gb,
+        mean_response_tokens=given.settings.mean_response_tokens,
         top=top,
     )
-    if as_json:
-        import json
-
-        return json.dumps(found.to_dict(), indent=2)
-    return suggestion_text(found)
+    return json.dumps(found.to_dict(), indent=2) if as_json else suggestion_text(found)
 
 
 def tune_for_command(
@@ -140,36 +163,18 @@ def tune_for_command(
 
     from areal_conf.advise.run_logs import read_log
     from areal_conf.advise.tune import tune_text, tuning
-    from areal_conf.command.argv import parse_config_command
-    from areal_conf.model.shape import ModelShape
-    from areal_conf.perf.speed import gpu_for_speed
-    from areal_conf.settings import default_settings, gpu_memory_of
 
-    if type(top) is not int or top < 1:
-        raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
     log = read_log(run_log)
-    settings = settings if settings is not None else default_settings()
-    command = parse_config_command(argv, cwd)
-    cfg = compose_as_areal(command, areal_version=settings.areal_version)
-    reading, validation = _read_and_validate(command, cfg, settings)
-    shape = validation.shape
-    if not isinstance(shape, ModelShape):
-        raise AllocationError(
-            f"tune needs the model's shape: {shape}",
-            hint="give it with --model hf_config=<the model's config.json, directory or "
-            "Hugging Face id> (or AREAL_CONF_MODEL)",
-        )
-    gpu, said = gpu_for_speed(settings.gpu)
-    memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
+    given = _for_prediction("tune", argv, settings, cwd, top)
     found = tuning(
         log,
-        reading,
-        validation,
-        shape,
-        gpu=gpu,
-        gpu_said=said,
-        gpu_memory_gb=memory_gb,
-        mean_response_tokens=settings.mean_response_tokens,
+        given.reading,
+        given.validation,
+        given.shape,
+        gpu=given.gpu,
+        gpu_said=given.gpu_said,
+        gpu_memory_gb=given.gpu_memory_gb,
+        mean_response_tokens=given.settings.mean_response_tokens,
         top=top,
     )
     return json.dumps(found.to_dict(), indent=2) if as_json else tune_text(found)

@@ -6,6 +6,7 @@ run's ``truth.json`` holds."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,34 @@ def test_a_trainer_log_of_the_launcher_reads_the_same() -> None:
         assert step.stats["timeperf/critic_train_step"] == pytest.approx(
             true["committed"]["timeperf/critic_train_step"], rel=1e-4
         )
+
+
+PPO_DIR = RUNS / "spmd_ppo_8" / "logs" / "areal" / "gsm8k-ppo" / "trial1"
+
+
+@pytest.mark.parametrize("source", ["tensorboard", "perf_tracer"])
+def test_tensorboard_events_and_the_perf_tracer_give_the_same_steps(source: str) -> None:
+    """Without a text log (AReaL's Ray launcher writes none), the event file or the
+    trace: the same phases, and the same gaps between steps."""
+    truth = truth_of("spmd_ppo_8")
+    log = read_log(PPO_DIR / source)
+    assert log.path.name.startswith("events.out.tfevents" if source == "tensorboard" else "traces")
+    assert [s.global_step for s in log.steps] == list(range(1, 9))
+    for step, true in zip(log.steps, truth["steps"], strict=True):
+        for key, value in true["committed"].items():
+            if key.startswith("timeperf/"):
+                assert step.stats[key] == pytest.approx(value, rel=1e-4, abs=2e-6), key
+    gaps = [b.done_at - a.done_at for a, b in zip(log.steps, log.steps[1:], strict=False)]
+    true_gaps = [
+        b["t_done_unix"] - a["t_done_unix"]
+        for a, b in zip(truth["steps"], truth["steps"][1:], strict=False)
+    ]
+    assert gaps == pytest.approx(true_gaps, abs=0.2)  # the trace ends a step at its last span
+
+
+def test_a_directory_without_a_text_log_is_read_from_its_event_file(tmp_path: Path) -> None:
+    shutil.copytree(PPO_DIR / "tensorboard", tmp_path / "tb")
+    assert read_log(tmp_path).path.name.startswith("events.out.tfevents")
 
 
 def test_a_log_cut_inside_a_table_reads_the_steps_before() -> None:
@@ -226,6 +255,28 @@ def test_any_log_text_gives_steps_or_one_allocation_error(lines: list[str]) -> N
             assert str(err).strip()
             return
         assert log.steps
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=400), st.sampled_from(["events.out.tfevents.1.host", "traces-r0.jsonl"]))
+def test_any_event_or_trace_bytes_give_steps_or_one_allocation_error(
+    data: bytes, name: str
+) -> None:
+    import tempfile
+
+    events = (PPO_DIR / "tensorboard").glob("events.out.tfevents.*")
+    real = next(events).read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, content in enumerate((data, real[: len(data)] + data)):
+            path = Path(tmp) / f"{i}" / name
+            path.parent.mkdir()
+            path.write_bytes(content)
+            try:
+                log = read_log(path)
+            except AllocationError as err:
+                assert str(err).strip()
+                continue
+            assert log.steps
 
 
 def test_the_fixtures_are_areal_s_own_output() -> None:

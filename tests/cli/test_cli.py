@@ -133,6 +133,17 @@ def test_model_takes_several_values_before_a_command_without_a_separator(cli: An
     assert status == 2 and err.startswith("error: --model num_layers: 'x' is not a whole number")
 
 
+def test_model_takes_a_hugging_face_id_before_a_command_without_a_separator(cli: Any) -> None:
+    # --model's first value may be an id or a path, not KEY=VALUE; it was taken for the
+    # AReaL command's first word, leaving --model without a value
+    separated = cli("check", "--model", "Qwen/Qwen3-1.7B", "--", *AREAL)
+    assert separated[0] == 0, separated[2]
+    assert cli("check", "--model", "Qwen/Qwen3-1.7B", *AREAL) == separated
+    status, _, err = cli("check", *AREAL, "--model", "Qwen/Qwen3-1.7B")
+    assert status == 2
+    assert "check --model Qwen/Qwen3-1.7B -- " in err  # the hint moves the id with it
+
+
 def test_check_json_is_the_plan_as_allocation_plan_json_holds_it(cli: Any) -> None:
     from areal_conf import check_command
 

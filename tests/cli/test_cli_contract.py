@@ -227,6 +227,27 @@ def test_suggest(top: list[str], flags: list[str], overrides: list[str]) -> None
     _holds(["suggest", *top, *flags, "--config", Y, "scheduler.type=local", *overrides])
 
 
+RUNS = ROOT / "tests" / "fixtures" / "areal_runs"
+TUNED = str(RUNS / "configs" / "sc_grpo_25.yaml")
+
+
+@settings(BOUNDED, max_examples=15)
+@given(
+    run=st.one_of(
+        st.sampled_from([str(RUNS / "sc_grpo_25"), str(RUNS / "sc_empty"), str(RUNS), ""]),
+        TEXT,
+    ),
+    top=_flag("--top", NUM),
+    flags=OWN_OPTIONS,
+    json=st.sampled_from([[], ["--json"]]),
+    overrides=st.lists(OVERRIDES, max_size=2),
+)
+def test_tune(
+    run: str, top: list[str], flags: list[str], json: list[str], overrides: list[str]
+) -> None:
+    _holds(["tune", run, *top, *flags, *json, "--config", TUNED, *overrides])
+
+
 @settings(BOUNDED, max_examples=10)
 @given(version=st.one_of(st.just([]), st.builds(lambda v: ["--areal-version", v], TEXT)))
 def test_schema(version: list[str]) -> None:
