@@ -30,6 +30,7 @@ from areal_conf.model.shape import ModelShape, shape_of
 from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.pricing import gpus_per_node
+from areal_conf.perf.rl_step import compose
 from areal_conf.perf.speed import TrainingStep
 from areal_conf.perf.step_time import RECOMPUTE, Recompute, StepTime, step_time
 from areal_conf.perf.workload import StepWorkload, rl_workload
@@ -400,7 +401,10 @@ def rl_split(
                 trains.spec,
                 generate_s,
                 train_s,
-                max(generate_s, train_s) if asynchronous else generate_s + train_s,
+                compose(
+                    "asynchronous" if asynchronous else "synchronous",
+                    {"generate": generate_s, "train": train_s},
+                )[0],
                 decode[1],
                 trains.step,
                 critic_layout,
