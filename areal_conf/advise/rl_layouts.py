@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from areal_conf.config.run_config import RunConfig
 from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError
 from areal_conf.model.hardware import Hardware
@@ -125,7 +126,7 @@ def fastest_rl_layouts(
     return ranked[:top], notes
 
 
-def _separation_edits(run: Any) -> tuple[str, ...]:
+def _separation_edits(run: RunConfig) -> tuple[str, ...]:
     """Overrides that give the actor and the rollout GPUs of their own."""
     return (
         f"{run.engines['actor'].key('scheduling_strategy.type')}=separation",
@@ -133,7 +134,7 @@ def _separation_edits(run: Any) -> tuple[str, ...]:
     )
 
 
-def _colocation_edits(run: Any) -> tuple[str, ...]:
+def _colocation_edits(run: RunConfig) -> tuple[str, ...]:
     """Overrides that colocate the rollout on the actor's GPUs as AReaL can run it."""
     actor, rollout = run.engines["actor"], run.engines["rollout"]
     return (

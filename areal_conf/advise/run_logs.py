@@ -340,7 +340,9 @@ def _time(text: str) -> float | None:
 
 
 def _number(text: str) -> float | None:
+    """A table cell's number; None for text, and for nan and inf (no step time)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None

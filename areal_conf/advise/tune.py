@@ -64,10 +64,6 @@ FACTOR_BOUNDS: Final[Mapping[str, tuple[float, float]]] = {
 }
 #: A wait for the rollout shorter than this share of the step means generation kept up.
 KEPT_UP: Final = 0.05
-#: Fastest layouts of each engine tried on each split.
-LAYOUTS_PER_ENGINE: Final = 2
-#: Splits tried at most (evenly spread over all of them).
-MAX_SPLITS: Final = 32
 
 
 @dataclass(frozen=True)
@@ -382,16 +378,9 @@ def tune_text(t: Tuning) -> str:
         )
         lines.append("")
         table = [("rollout", "actor", "GPUs (rollout+actor)", "step s", "bound", "overrides")]
+        current = (t.current.get("rollout"), t.current.get("actor"))
         for r in t.recommendations:
-            now_mark = (
-                " (now)"
-                if (r.rollout, r.actor)
-                == (
-                    t.current.get("rollout"),
-                    t.current.get("actor"),
-                )
-                else ""
-            )
+            now_mark = " (now)" if (r.rollout, r.actor) == current and not r.colocated else ""
             table.append(
                 (
                     r.rollout,
