@@ -39,13 +39,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _perf_tables import spearman
+from _perf_tables import active_parameters, spearman
 
 from areal_conf import AllocationError, Settings, rl_throughput
 from areal_conf.model.hardware import HARDWARE, Hardware
 from areal_conf.model.known_models import known_model
 from areal_conf.model.shape import ModelShape, model_shape
 from areal_conf.perf.parameters import parameter_count
+from areal_conf.spec.allocation import ModelAllocation
 
 ROWS = Path(__file__).resolve().parent / "heldout" / "rl_throughput.csv"
 
@@ -229,16 +230,14 @@ def textbook_seconds(case: Case, tokens: float, generated: float, sequences: int
     """The roofline of the module docstring, on the predicted tokens of a step."""
     gpu, shape = case.gpu, case.shape
     n = parameter_count(shape)
-    idle = (shape.num_experts or 0) - (shape.moe_router_topk or 0)
-    active = n - shape.num_layers * 3 * shape.hidden_size * (shape.moe_ffn_hidden_size or 0) * idle
+    active = active_parameters(shape)
     rate = gpu.sustained_tflops * 1e12
     train = 8 * active * tokens / (case.train_gpus * rate)
-    tp_match = re.search(r"t(\d+)", case.cfg["rollout"]["backend"].split(":")[1])
-    tp = int(tp_match.group(1)) if tp_match else 1
+    tp = ModelAllocation.from_str(case.cfg["rollout"]["backend"]).parallel.tp_size
     weight_read = 2 * n / tp / (gpu.hbm_tb_per_s * 1e12)
     steps = generated / sequences  # every sequence at once: mean response's steps
     if case.mode != "asynchronous":
-        steps = case.cfg["gconfig"]["max_new_tokens"]  # the batch waits for its longest
+        steps = float(case.cfg["gconfig"]["max_new_tokens"])  # the batch waits for its longest
     generate = max(2 * active * generated / (case.rollout_gpus * rate), steps * weight_read)
     update = 2 * n / (gpu.inter_node_gb_per_s * 1e9)
     if case.mode == "asynchronous":

@@ -30,7 +30,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _perf_tables import Row, all_rows, figure_facts, measured_per_gpu, predict, spearman
+from _perf_tables import (
+    Row,
+    active_parameters,
+    all_rows,
+    figure_facts,
+    measured_per_gpu,
+    predict,
+    spearman,
+)
 
 from areal_conf.model.hardware import HARDWARE
 from areal_conf.model.shape import shape_of
@@ -61,9 +69,7 @@ def textbook_seconds(row: Any) -> float:
     tokens = row.knobs["tokens_per_step"]
     microbatch = row.knobs["tokens_per_microbatch"]
     n = parameter_count(shape)
-    # a token runs topk of the routed experts
-    idle = (shape.num_experts or 0) - (shape.moe_router_topk or 0)
-    active = n - shape.num_layers * 3 * shape.hidden_size * shape.moe_ffn_hidden_size * idle
+    active = active_parameters(shape)
     flops = (8 if row.knobs.get("recompute") == "full" else 6) * active * tokens
     compute = flops / (par.world_size * gpu.sustained_tflops * 1e12)
 

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from areal_conf.model.shape import ModelShape
+from areal_conf.perf.parameters import parameter_count
+
 SHARED = Path(__file__).resolve().parent / "fixtures" / "perf"
 
 
@@ -323,3 +326,11 @@ def figure_facts() -> list[tuple[str, float]]:
             )
         )
     return facts
+
+
+def active_parameters(shape: ModelShape) -> float:
+    """The parameters a token runs: all but the routed experts it is not sent to (a token
+    runs ``moe_router_topk`` of them)."""
+    idle = (shape.num_experts or 0) - (shape.moe_router_topk or 0)
+    expert = 3 * shape.hidden_size * (shape.moe_ffn_hidden_size or 0)
+    return float(parameter_count(shape) - shape.num_layers * expert * idle)
