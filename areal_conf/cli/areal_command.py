@@ -7,10 +7,7 @@ import json
 import sys
 from typing import Any
 
-from areal_conf.cli.options import (
-    add_settings_options,
-    settings_from,
-)
+from areal_conf.cli.options import MODEL_OF_AREAL_CONFIG, add_settings_options, settings_from
 from areal_conf.cli.own_options import own_options, refuse_own_options
 from areal_conf.errors import AllocationError
 from areal_conf.plan.report import plan_report
@@ -61,12 +58,7 @@ def add_command_verbs(commands: Any) -> None:
             "examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
             "scheduler.type=slurm",
         )
-        add_settings_options(
-            parser,
-            "the model's shape when actor.path does not give it: Qwen/Qwen3-8B (a "
-            "config.json, a model directory or a Hugging Face id) or sizes such as "
-            "num_layers=48",
-        )
+        add_settings_options(parser, MODEL_OF_AREAL_CONFIG)
         if verb == "sweep":
             parser.add_argument(
                 "--dry-run",

@@ -135,3 +135,21 @@ def add_settings_options(
     add_model_option(parser, model_help)
     if version:
         add_version_option(parser)
+
+
+#: ``--model`` on the verbs that read an AReaL config: its ``actor.path`` names the model.
+MODEL_OF_AREAL_CONFIG = (
+    "the model's shape when actor.path does not give it: Qwen/Qwen3-8B (a config.json, a "
+    "model directory or a Hugging Face id) or sizes such as num_layers=48"
+)
+
+
+def add_advice_options(
+    parser: argparse.ArgumentParser, *, config_help: str, top_help: str, json_help: str
+) -> None:
+    """The options of the verbs that advise on an AReaL config (``suggest``, ``tune``):
+    the YAML, how many layouts to show, JSON output, and the settings."""
+    parser.add_argument("--config", metavar="YAML", help=config_help)
+    parser.add_argument("--top", type=int, default=3, metavar="K", help=top_help)
+    parser.add_argument("--json", action="store_true", help=json_help)
+    add_settings_options(parser, MODEL_OF_AREAL_CONFIG)

@@ -6,10 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from areal_conf.cli.options import (
-    add_settings_options,
-    settings_from,
-)
+from areal_conf.cli.options import add_advice_options, settings_from
 from areal_conf.cli.own_options import own_options, refuse_own_options
 
 
@@ -41,23 +38,12 @@ def add_suggest_command(commands: Any) -> None:
         "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
         "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ...",
     )
-    parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML")
-    parser.add_argument(
-        "--top",
-        type=int,
-        default=3,
-        metavar="K",
-        help="layouts to show per engine (default 3)",
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the suggestion as JSON, with the predicted RL step and its fastest layouts",
-    )
-    add_settings_options(
+    add_advice_options(
         parser,
-        "the model's shape when actor.path does not give it: hf_config=... (a "
-        "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
+        config_help="the AReaL experiment YAML",
+        top_help="layouts to show per engine (default 3)",
+        json_help="print the suggestion as JSON, with the predicted RL step and its fastest "
+        "layouts",
     )
     parser.add_argument(
         "command",

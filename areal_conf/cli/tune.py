@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from areal_conf.cli.options import add_settings_options, settings_from
+from areal_conf.cli.options import add_advice_options, settings_from
 from areal_conf.cli.own_options import own_options, refuse_own_options
 
 
@@ -31,19 +31,11 @@ def _tune(args: argparse.Namespace) -> None:
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="YAML", help="the AReaL experiment YAML the run used")
-    parser.add_argument(
-        "--top", type=int, default=3, metavar="K", help="layouts to recommend (default 3)"
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print measured, predicted, calibration and recommendations as JSON",
-    )
-    add_settings_options(
+    add_advice_options(
         parser,
-        "the model's shape when actor.path does not give it: hf_config=... (a "
-        "config.json, a model directory or a Hugging Face id) or sizes such as num_layers=48",
+        config_help="the AReaL experiment YAML the run used",
+        top_help="layouts to recommend (default 3)",
+        json_help="print measured, predicted, calibration and recommendations as JSON",
     )
 
 

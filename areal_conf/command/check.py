@@ -16,9 +16,9 @@ Hydra-facing: Hydra is imported when a command is composed.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from areal_conf.arguments import optional_path, strings
 from areal_conf.command.argv import AReaLCommand, command_error, parse_areal_command
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from areal_conf.model.hardware import Hardware
     from areal_conf.model.shape import ModelShape
     from areal_conf.validation import Validation
+
+_Advice = TypeVar("_Advice")
 
 #: The file suffix AReaL's loader strips to name the config it composes.
 AREAL_CONFIG_SUFFIX = ".yaml"
@@ -90,6 +92,21 @@ class _ForPrediction:
     gpu_memory_gb: float
     settings: Settings
 
+    def advise(self, advice: Callable[..., _Advice], *first: Any, top: int) -> _Advice:
+        """``advice`` (``suggest``, ``tuning``) on this config, after the arguments
+        ``first`` of its own."""
+        return advice(
+            *first,
+            self.reading,
+            self.validation,
+            self.shape,
+            gpu=self.gpu,
+            gpu_said=self.gpu_said,
+            gpu_memory_gb=self.gpu_memory_gb,
+            mean_response_tokens=self.settings.mean_response_tokens,
+            top=top,
+        )
+
 
 def _for_prediction(
     verb: str, argv: Sequence[str], settings: Settings | None, cwd: Any, top: int
@@ -134,17 +151,7 @@ def suggest_for_command(
 
     from areal_conf.advise.suggest import suggest, suggestion_text
 
-    given = _for_prediction("suggest", argv, settings, cwd, top)
-    found = suggest(
-        given.reading,
-        given.validation,
-        given.shape,
-        gpu=given.gpu,
-        gpu_said=given.gpu_said,
-        gpu_memory_gb=given.gpu_memory_gb,
-        mean_response_tokens=given.settings.mean_response_tokens,
-        top=top,
-    )
+    found = _for_prediction("suggest", argv, settings, cwd, top).advise(suggest, top=top)
     return json.dumps(found.to_dict(), indent=2) if as_json else suggestion_text(found)
 
 
@@ -165,18 +172,7 @@ def tune_for_command(
     from areal_conf.advise.tune import tune_text, tuning
 
     log = read_log(run_log)
-    given = _for_prediction("tune", argv, settings, cwd, top)
-    found = tuning(
-        log,
-        given.reading,
-        given.validation,
-        given.shape,
-        gpu=given.gpu,
-        gpu_said=given.gpu_said,
-        gpu_memory_gb=given.gpu_memory_gb,
-        mean_response_tokens=given.settings.mean_response_tokens,
-        top=top,
-    )
+    found = _for_prediction("tune", argv, settings, cwd, top).advise(tuning, log, top=top)
     return json.dumps(found.to_dict(), indent=2) if as_json else tune_text(found)
 
 

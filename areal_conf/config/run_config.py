@@ -203,6 +203,51 @@ class RunConfig:
     def rollout(self) -> EngineSection | None:
         return self.engines.get("rollout")
 
+    @property
+    def actor_rollout_colocated(self) -> bool:
+        """The actor and the rollout share GPUs as the config writes it, either way round
+        (AReaL's ``_is_actor_rollout_colocated``, ``areal/trainer/rl_trainer.py:502-507``)."""
+        actor, rollout = self.actor, self.rollout
+        if actor is None or rollout is None:
+            return False
+        return (actor.strategy.colocated and actor.strategy.target == "rollout") or (
+            rollout.strategy.colocated and rollout.strategy.target == "actor"
+        )
+
+    @property
+    def v1_awex(self) -> bool:
+        """Controller v1 with AWEX weight updates: the actor and the rollout time-share the
+        actor's GPUs, whatever the scheduling strategy (``rl_trainer.py:509-526``)."""
+        actor = self.actor
+        return actor is not None and actor.controller == "v1" and actor.weight_update_mode == "awex"
+
+    def offload_flags(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Why PPOTrainer offloads engines between the phases of a step, each reason with
+        the engines it offloads, in AReaL's order (``rl_trainer.py:155-171``):
+        ``"colocation"`` (the actor and the rollout share GPUs) offloads both, and each
+        engine's ``<name>.offload`` (the teacher's is ``teacher.offload``) that engine. v1
+        AWEX clears the actor's and the rollout's: it switches them by hand.
+        ``enable_offload`` alone offloads nothing; it lets these flags work."""
+        awex = self.v1_awex
+        flags: list[tuple[str, tuple[str, ...]]] = []
+        if self.rl and self.actor_rollout_colocated and not awex:
+            flags.append(("colocation", ("rollout", "actor")))
+        for name in ("actor", "critic", "ref"):
+            engine = self.engines.get(name)
+            if engine is not None and engine.offload and not (name == "actor" and awex):
+                flags.append((f"{name}.offload", (name,)))
+        if self.teacher is not None and self.teacher.offload:
+            flags.append(("teacher.offload", ("teacher",)))
+        return tuple(flags)
+
+    def leaves_gpus(self, name: str) -> bool:
+        """Engine ``name`` leaves its GPUs while the engines it shares them with run: an
+        offload flag, or v1 AWEX's switch of the actor and the rollout by hand
+        (``rl_trainer.py:768-783``)."""
+        if self.rl and self.v1_awex and name in ("actor", "rollout"):
+            return True
+        return any(name in engines for _, engines in self.offload_flags())
+
 
 def check_cluster_size(n_nodes: int, n_gpus_per_node: int) -> None:
     """A cluster holds at most 2**20 GPUs, the largest world size a backend string can

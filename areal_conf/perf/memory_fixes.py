@@ -4,7 +4,7 @@ inference memory fraction), each fix checked before it is offered."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -70,17 +70,27 @@ def group_need(
     ``mem_fraction`` (a pair: backend, fraction) the inference ones of that backend.
     """
     estimates: dict[str, MemoryEstimate] = {}
-    resident = 0.0
-    swapped = 0.0
     for m in members:
         alloc = _follow(m, layout)
-        est = estimate(alloc, m.shape or shape, **_changed(m.knobs, alloc, change or {}))
-        estimates[m.name] = est
-        if m.offloaded:
-            swapped = max(swapped, est.total)
-        else:
-            resident += est.total
-    return GroupNeed(estimates, resident + swapped)
+        estimates[m.name] = estimate(
+            alloc, m.shape or shape, **_changed(m.knobs, alloc, change or {})
+        )
+    return GroupNeed(estimates, shared_peak(estimates, {m.name for m in members if m.offloaded}))
+
+
+def shared_peak(estimates: Mapping[str, MemoryEstimate], leaving: Collection[str]) -> float:
+    """The most bytes a GPU holds at once when engines share it: the engines that stay
+    resident, the CUDA contexts and NCCL buffers of those that leave it (AReaL's offload
+    moves tensors, not these), and the rest of the largest of those that leave while the
+    others run."""
+    stay = sum(
+        e.total if name not in leaving else e.cuda_context + e.comm_buffers
+        for name, e in estimates.items()
+    )
+    moved = (
+        e.total - e.cuda_context - e.comm_buffers for n, e in estimates.items() if n in leaving
+    )
+    return stay + max(moved, default=0.0)
 
 
 def _changed(

@@ -66,21 +66,7 @@ from areal_conf.spec.allocation import ModelAllocation
 
 Mode = Literal["asynchronous", "synchronous", "colocated"]
 
-#: The phases of a step, in the order AReaL runs them.
-PHASES: Final = (
-    "generate",
-    "critic_values",
-    "ref_logp",
-    "teacher_logp",
-    "recompute_logp",
-    "train",
-    "critic_train",
-    "update_weights",
-    "offload",
-    "onload",
-    "other",
-)
-#: Phases that run while an asynchronous rollout keeps generating.
+#: Phases that run while an asynchronous rollout keeps generating, in AReaL's order.
 TRAINING_SIDE: Final = (
     "critic_values",
     "ref_logp",
@@ -89,6 +75,8 @@ TRAINING_SIDE: Final = (
     "train",
     "critic_train",
 )
+#: The phases of a step, in the order AReaL runs them.
+PHASES: Final = ("generate", *TRAINING_SIDE, "update_weights", "offload", "onload", "other")
 
 #: The ``timeperf/`` keys of AReaL's stats that measure each phase (summed).
 TIMEPERF_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -313,7 +301,7 @@ def rl_step(
         )
     else:
         phases["update_weights"] = update
-    moved = _offloaded_bytes(run, engines, mode)
+    moved = _offloaded_bytes(run, engines)
     if moved:
         phases["offload"] = phases["onload"] = moved / (gpu.host_gb_per_s * 1e9)
     phases = {p: s * cal.factor(p) for p, s in phases.items()}
@@ -429,15 +417,9 @@ def _update_weights(
     return broadcast + gather
 
 
-def _offloaded_bytes(run: RunConfig, engines: Mapping[str, RLEngine], mode: Mode) -> float:
+def _offloaded_bytes(run: RunConfig, engines: Mapping[str, RLEngine]) -> float:
     """Bytes one GPU moves to the host in a step's offloads (as many back in its onloads):
-    the rollout's and the actor's when they are colocated, and every engine with
-    ``offload: true`` (its weights and, for a trainer, gradients and optimizer state,
-    copied by torch_memory_saver)."""
-    moved = 0.0
-    for name, engine in engines.items():
-        section = run.engines.get(name)
-        colocated = mode == "colocated" and name in ("actor", "rollout")
-        if colocated or (section is not None and section.offload):
-            moved += engine.resident_bytes
-    return moved
+    those of every engine that leaves its GPUs between phases (the actor and the rollout
+    when they share GPUs, and every engine with an offload flag): its weights and, for a
+    trainer, gradients and optimizer state, copied by torch_memory_saver."""
+    return sum(e.resident_bytes for name, e in engines.items() if run.leaves_gpus(name))

@@ -45,6 +45,9 @@ class EnginePlan:
     # The rollout shares the actor's GPUs through AWEX although both are separated: AReaL's
     # local scheduler numbers the rollout's GPUs after the actor's, modulo the machine.
     awex_shared: bool = False
+    # It leaves its GPUs between the phases of a step (AReaL's offload, or v1 AWEX's
+    # switch), so it shares them with the engines it is colocated with in turn.
+    offloaded: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -109,6 +112,7 @@ class EnginePlan:
             "colocated_with": self.colocated_with,
             "gpu_owner": self.owner,
             "awex_shared": self.awex_shared,
+            "offloaded": self.offloaded,
             "fork": self.fork,
             "nodes": list(self.nodes),
             "slots": [list(slot) for slot in self.slots],

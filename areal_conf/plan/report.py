@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from areal_conf.areal.local_gpus import CUDA_ENV
 from areal_conf.perf.memory import GB
+from areal_conf.perf.memory_fixes import shared_peak
 from areal_conf.spec.mesh import DEFAULT_ORDER, group_kinds
 
 if TYPE_CHECKING:
@@ -455,11 +456,21 @@ def memory_breakdown(plan: Plan) -> str:
         if e.memory is not None and e.colocated_with:
             shared.setdefault(e.owner, [e.owner]).append(e.name)
     for owner, names in shared.items():
-        total = sum(m.total for n in names if (m := plan.engines[n].memory) is not None)
-        lines.append(
-            f"  on {owner}'s GPUs: {' + '.join(names)} = {total / GB:.1f} GB if all stay "
-            "resident (an offloaded training engine leaves while the others run)"
-        )
+        sizes = {n: m for n in names if (m := plan.engines[n].memory) is not None}
+        leaving = [n for n in sizes if plan.engines[n].offloaded]
+        peak = shared_peak(sizes, leaving)
+        line = f"  on {owner}'s GPUs: {' + '.join(names)}"
+        if leaving:
+            who = " and ".join(filter(None, (", ".join(leaving[:-1]), leaving[-1])))
+            turns = "leaves the GPUs while the others run" if len(leaving) == 1 else "take turns"
+            resident = sum(m.total for m in sizes.values())
+            line += (
+                f": {peak / GB:.1f} GB at the most at once ({who} {turns}; "
+                f"{resident / GB:.1f} GB if all stayed resident)"
+            )
+        else:
+            line += f" = {peak / GB:.1f} GB, all resident"
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -24,8 +24,7 @@ def gpus_text(n: int) -> str:
 def v1_awex(ctx: Context) -> bool:
     """Controller v1 with AWEX weight updates: actor and rollout time-share the actor's
     GPUs (AReaL does not look at the scheduling strategy for this)."""
-    actor = ctx.run.actor
-    return actor is not None and actor.controller == "v1" and actor.weight_update_mode == "awex"
+    return ctx.run.v1_awex
 
 
 def engine_section(ctx: Context, e: EnginePlan) -> EngineSection:

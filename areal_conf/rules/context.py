@@ -125,6 +125,7 @@ class Context:
                 slots=self.slots.get(e.owner, ()),
                 memory=memory.get(name),
                 step_seconds=self.step_seconds.get(name),
+                offloaded=self.run.leaves_gpus(name),
             )
             if e.enabled
             else e

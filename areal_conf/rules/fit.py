@@ -8,7 +8,9 @@ that would fit, computed with the same estimate and passed by the whole check (a
 :data:`Recheck` that the validation gives). No Hydra here.
 
 Keys used (all optional; AReaL's defaults otherwise):
-``enable_offload``, ``<engine>.offload``, ``<engine>.optimizer`` (null: no training),
+``<engine>.offload`` and ``teacher.offload`` (the engines AReaL offloads between the
+phases of a step leave the GPUs while the others run, as do an actor and a rollout that
+share GPUs), ``<engine>.optimizer`` (null: no training),
 ``<engine>.is_critic`` (default: true for the critic),
 ``<engine>.gradient_checkpointing``, ``<engine>.mb_spec.max_tokens_per_mb``,
 ``<engine>.attn_impl``, ``<engine>.dtype``, ``<engine>.grad_reduce_dtype``,
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.errors import AllocationError
@@ -129,15 +131,6 @@ def engine_knobs(
     return knobs
 
 
-def offloaded(run: RunConfig, engine: EngineSection, is_inference: bool) -> bool:
-    """A training engine offloads when ``<engine>.offload`` or ``enable_offload`` is set
-    (a teacher's flag is ``teacher.offload`` in AReaL 2.0)."""
-    if is_inference:
-        return False
-    teacher_flag = engine.name == "teacher" and run.teacher is not None and run.teacher.offload
-    return run.workload.enable_offload or engine.offload or teacher_flag
-
-
 def check_memory(
     run: RunConfig,
     engines: Mapping[str, EnginePlan],
@@ -179,7 +172,7 @@ def check_memory(
             alloc,
             knobs,
             follows=owner == name or e.inherited_from == owner,
-            offloaded=offloaded(run, section, alloc.is_inference),
+            offloaded=run.leaves_gpus(name),
             shape=own.get(name),
         )
         if owner == name:
@@ -231,7 +224,16 @@ def check_memory(
     else:
         fix = fitting.fix(recheck, owner)
     error = _does_not_fit(
-        members, largest or need, shape, where, fix, fitting.refused, recheck, owner, budget
+        members,
+        largest or need,
+        shape,
+        where,
+        fix,
+        fitting.refused,
+        recheck,
+        owner,
+        budget,
+        run.workload.enable_offload,
     )
     if owner in lora:
         error = error.with_hint(
@@ -328,6 +330,7 @@ def _does_not_fit(
     recheck: Recheck | None,
     owner_name: str,
     budget: float,
+    offload_on: bool,
 ) -> AllocationError:
     """The error for a group that does not fit (``need``, against a GPU as ``where``
     says), with ``fix`` or the offload that would fit ``budget``."""
@@ -367,7 +370,7 @@ def _does_not_fit(
             remark += f"; it takes {fix.gpus} GPUs instead of {alloc.world_size}"
         fits = fix_of(*fix.hydra_overrides(), lead="this would fit: ", remark=remark, quoted=True)
         hint = hint.then("; ", fits)
-    offload = _offload(members, shape, budget, recheck, owner_name)
+    offload = _offload(members, shape, budget, recheck, owner_name, offload_on)
     if offload:
         hint = hint.then(
             "; ",
@@ -394,22 +397,42 @@ def _does_not_fit(
     return AllocationError(reason, str(alloc), None, hint=hint)
 
 
+#: The engines PPOTrainer can offload by a flag of their own, and that flag
+#: (``areal/trainer/rl_trainer.py:155-171``).
+OFFLOAD_KEYS: Final = {name: f"{name}.offload" for name in ("actor", "critic", "ref", "teacher")}
+
+
 def _offload(
     members: list[Member],
     shape: ModelShape,
     budget: float,
     recheck: Recheck | None,
     owner: str,
+    offload_on: bool,
 ) -> tuple[str, ...]:
-    """``++enable_offload=true`` (with what the check needs besides) when offloading the
-    resident training engines makes the group fit and the check takes it; else ()."""
-    resident = [m for m in members if not m.allocation.is_inference and not m.offloaded]
-    if len(members) < 2 or not resident:
+    """The offload flags (``++critic.offload=true``, with ``++enable_offload=true`` when it
+    is off, and what the check needs besides) of the fewest resident training engines,
+    largest first, whose offloading makes the group fit and that the check takes; else
+    ()."""
+    if len(members) < 2:
         return ()
-    swapped = [replace(m, offloaded=True) if m in resident else m for m in members]
-    if not group_need(swapped, shape).fits(budget):
+    need = group_need(members, shape)
+    resident = sorted(
+        (m for m in members if m.name in OFFLOAD_KEYS and not m.offloaded),
+        key=lambda m: -need.estimates[m.name].total,
+    )
+    for count in range(1, len(resident) + 1):
+        chosen = {m.name for m in resident[:count]}
+        swapped = [replace(m, offloaded=True) if m.name in chosen else m for m in members]
+        if group_need(swapped, shape).fits(budget):
+            break
+    else:
         return ()
-    change: tuple[tuple[str, str], ...] = (("++enable_offload", "true"),)
+    change: tuple[tuple[str, str], ...] = tuple(
+        (f"++{OFFLOAD_KEYS[m.name]}", "true") for m in resident[:count]
+    )
+    if not offload_on:
+        change += (("++enable_offload", "true"),)
     if recheck is not None:
         outcome = recheck(owner, tuple(f"{k}={v}" for k, v in change))
         if not outcome.passed:

@@ -17,12 +17,7 @@ V1_UPDATES: Final = ("disk", "xccl", "awex")
 
 def pair_colocated(ctx: Context) -> bool:
     """The actor and the rollout are colocated, as the config writes it (either way)."""
-    actor, rollout = ctx.run.actor, ctx.run.rollout
-    if actor is None or rollout is None:
-        return False
-    return (actor.strategy.colocated and actor.strategy.target == "rollout") or (
-        rollout.strategy.colocated and rollout.strategy.target == "actor"
-    )
+    return ctx.run.actor_rollout_colocated
 
 
 def check_delta_weight_update(ctx: Context) -> None:
@@ -114,25 +109,19 @@ def check_offload(ctx: Context) -> None:
     run = ctx.run
     if run.workload.enable_offload:
         return
-    awex = v1_awex(ctx)
     flags: list[tuple[str, str]] = []  # (the reason, the change that removes it)
-    if pair_colocated(ctx) and not awex:
-        who = "rollout" if run.rollout is not None and run.rollout.strategy.colocated else "actor"
-        flags.append(
-            (
-                "the actor and the rollout share GPUs (colocation)",
-                f"{who}.scheduling_strategy.type=separation",
+    for flag, _ in run.offload_flags():
+        if flag == "colocation":
+            rollout = run.rollout
+            who = "rollout" if rollout is not None and rollout.strategy.colocated else "actor"
+            flags.append(
+                (
+                    "the actor and the rollout share GPUs (colocation)",
+                    f"{who}.scheduling_strategy.type=separation",
+                )
             )
-        )
-    actor = run.actor
-    if actor is not None and actor.offload and not awex:
-        flags.append(("actor.offload is true", "actor.offload=false"))
-    for name in ("critic", "ref"):
-        engine = run.engines.get(name)
-        if engine is not None and engine.offload:
-            flags.append((f"{name}.offload is true", f"{name}.offload=false"))
-    if run.teacher is not None and run.teacher.offload:
-        flags.append(("teacher.offload is true", "teacher.offload=false"))
+        else:
+            flags.append((f"{flag} is true", f"{flag}=false"))
     if not flags:
         return
     now = "is false" if run.workload.enable_offload_given else "is false (the default)"

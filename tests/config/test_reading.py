@@ -315,3 +315,57 @@ def test_each_version_has_its_own_keys(version: str, changes: dict[str, Any], re
     with pytest.raises(AllocationError) as info:
         validate(areal_yaml(**changes), areal_version=version)
     assert info.value.reason.startswith(reason), info.value.reason
+
+
+# -- what AReaL offloads between the phases of a step ------------------------------------
+
+_SHARED = {"type": "colocation", "target": "actor"}
+
+OFFLOADS = [
+    # (the config's keys, AReaL's reasons and the engines each offloads, who leaves)
+    ({}, (), set()),
+    ({"enable_offload": True}, (), set()),  # it lets the flags work; alone it moves nothing
+    (
+        {"rollout": {"scheduling_strategy": _SHARED}},
+        (("colocation", ("rollout", "actor")),),
+        {"actor", "rollout"},
+    ),
+    (
+        {"actor": {"scheduling_strategy": {"type": "colocation", "target": "rollout"}}},
+        (("colocation", ("rollout", "actor")),),
+        {"actor", "rollout"},
+    ),
+    (
+        {"actor": {"offload": True}, "critic": {"offload": True}, "ref": {"offload": True}},
+        (("actor.offload", ("actor",)), ("critic.offload", ("critic",)), ("ref.offload", ("ref",))),
+        {"actor", "critic", "ref"},
+    ),
+    ({"teacher": {"offload": True}}, (("teacher.offload", ("teacher",)),), {"teacher"}),
+    # v1 AWEX clears the actor's and the rollout's flags and switches them by hand.
+    (
+        {"actor": {"offload": True, "weight_update_mode": "awex", "_version": "v1"}},
+        (),
+        {"actor", "rollout"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("keys", "flags", "leave"), OFFLOADS)
+def test_offload_flags_are_ppo_trainers(
+    keys: dict[str, Any], flags: tuple[tuple[str, tuple[str, ...]], ...], leave: set[str]
+) -> None:
+    """``_should_offload_*`` as ``areal/trainer/rl_trainer.py:155-171`` sets them."""
+    cfg: dict[str, Any] = {
+        "actor": {"backend": "fsdp:d8"},
+        "rollout": {"backend": "sglang:d8"},
+        "critic": {"backend": "fsdp:d8"},
+        "ref": {"backend": "fsdp:d8"},
+        "teacher": {"engine_type": "rollout", "rollout": {"backend": "sglang:d8"}},
+    }
+    for key, value in keys.items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
+    run = read_config(OmegaConf.create(cfg), VERSIONS["2.0"])
+    assert run.offload_flags() == flags
+    assert {n for n in ("actor", "rollout", "critic", "ref", "teacher") if run.leaves_gpus(n)} == (
+        leave
+    )

@@ -15,7 +15,7 @@ from areal_conf import AllocationError, check_command
 from areal_conf.cli import main
 from areal_conf.model.shape import ModelShape, merge_model, model_shape, read_hf_config
 from areal_conf.perf.parameters import parameter_count
-from areal_conf.plan.report import plan_table
+from areal_conf.plan.report import memory_breakdown, plan_table
 from areal_conf.settings import Settings
 from areal_conf.validation import validate
 
@@ -348,6 +348,8 @@ def test_the_hint_fits() -> None:
 
 
 def test_offload_lets_colocated_engines_share() -> None:
+    """The fix offloads the fewest engines, largest first, by their own flags
+    (``areal/trainer/rl_trainer.py:155-171``): ``enable_offload`` alone moves nothing."""
     shared = {"backend": "", "scheduling_strategy": {"type": "colocation", "target": "actor"}}
     cfg = config(
         model={"hf_config": str(HF / "qwen2_5_7b"), **dict.fromkeys(LLAMA70B)},
@@ -357,9 +359,47 @@ def test_offload_lets_colocated_engines_share() -> None:
     )
     with pytest.raises(AllocationError) as info:
         validate(cfg)
-    assert "++enable_offload=true" in info.value.hint
-    plan = validate({**cfg, "enable_offload": True})
-    assert plan.engines["critic"].memory is not None
+    offload = "++actor.offload=true ++critic.offload=true ++ref.offload=true ++enable_offload=true"
+    assert f"or {offload}: training engines leave the GPUs" in info.value.hint
+    with pytest.raises(AllocationError, match=r"together need 129\.0 GB per GPU"):
+        validate({**cfg, "enable_offload": True})
+    plan = validate(with_overrides(cfg, offload.split()))
+    assert {n for n, e in plan.engines.items() if e.offloaded} == {"actor", "critic", "ref"}
+    assert (
+        "actor + critic + ref: 54.4 GB at the most at once (actor, critic and ref take turns"
+        in memory_breakdown(plan)
+    )
+
+
+def test_an_actor_and_a_rollout_on_the_same_gpus_take_turns() -> None:
+    """AReaL offloads a rollout that shares the actor's GPUs, and the actor, between
+    phases (``rl_trainer.py:155-157``, ``:709-710``, ``:782-783``): the GPUs hold the
+    larger of the two at once, not their sum."""
+    cfg = config(
+        model={"hf_config": str(HF / "qwen2_5_7b"), **dict.fromkeys(LLAMA70B)},
+        rollout={
+            "backend": "sglang:d2t4",
+            "scheduling_strategy": {"type": "colocation", "target": "actor"},
+        },
+        actor={"backend": "fsdp:d8", "weight_update_mode": "disk"},
+        critic=None,
+        ref=None,
+        enable_offload=True,
+        scheduler={"type": "slurm"},
+        cluster={"n_nodes": 1, "n_gpus_per_node": 8, "gpu_memory_gb": 80},
+    )
+    plan = validate(cfg)
+    assert plan.engines["actor"].offloaded and plan.engines["rollout"].offloaded
+    assert "actor + rollout: 72.7 GB at the most at once (actor and rollout take turns; " in (
+        memory_breakdown(plan)
+    )
+    # Separated, the rollout keeps its own GPUs: nothing offloads it.
+    alone = {
+        **cfg,
+        "rollout": {"backend": "sglang:d2t4"},
+        "cluster": {**cfg["cluster"], "n_nodes": 2},
+    }
+    assert not validate(alone).engines["rollout"].offloaded
 
 
 def test_recompute_and_smaller_micro_batches_are_read_from_areal_keys() -> None:
