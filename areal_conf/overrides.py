@@ -80,6 +80,19 @@ def _hydra_quote(value: str) -> str:
     return f"'{inner}'"
 
 
+def hydra_unquoted(text: str) -> str | None:
+    """The string a quoted value of Hydra's override grammar stands for (``'…'`` or
+    ``"…"``: a backslash is an escape only before the quote, or doubled before one or at
+    the end); None when ``text`` is not quoted."""
+    if len(text) < 2 or text[0] not in "'\"" or text[-1] != text[0]:
+        return None
+    quote = text[0]
+    inner = re.sub(
+        r"(\\*)\\" + quote, lambda m: m.group(1)[: len(m.group(1)) // 2] + quote, text[1:-1]
+    )
+    return re.sub(r"(\\+)$", lambda m: m.group(1)[: len(m.group(1)) // 2], inner)
+
+
 def hydra_value(value: str) -> str:
     """``value`` written for Hydra's override grammar: plain when Hydra reads it back as
     the same string, else in Hydra single quotes (hybrid layouts: ``'megatron:(…|…)'``)."""

@@ -244,6 +244,7 @@ def _validate_with_settings(**fields: Any) -> Plan:
 #: An RL config whose step can be predicted: CONFIG with a batch.
 RL_CONFIG: dict[str, Any] = {
     **CONFIG,
+    "rollout": {"backend": "sglang:d4", "consumer_batch_size": 16},
     "train_dataset": {"batch_size": 16, "max_length": 512},
     "gconfig": {"n_samples": 4, "max_new_tokens": 1024},
 }

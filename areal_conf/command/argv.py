@@ -184,11 +184,22 @@ def _loader_config(args: tuple[str, ...], first: int) -> tuple[str, set[int]]:
                 )
         i += 1
     if value is None:
-        raise command_error(
-            args,
+        # A YAML given without the option: it goes after --config, where it is.
+        bare = next(
+            (
+                n
+                for n in range(first, len(args))
+                if args[n].endswith((".yaml", ".yml")) and "=" not in args[n]
+            ),
             None,
-            "this AReaL command has no --config: AReaL's loader requires one",
-            f"add the experiment YAML, e.g. {shlex.join(args)} --config {EXAMPLE_YAML}",
+        )
+        if bare is not None:
+            fixed = [*args[:bare], "--config", *args[bare:]]
+            hint = f"give the experiment YAML after --config: {shlex.join(fixed)}"
+        else:
+            hint = f"add the experiment YAML, e.g. {shlex.join(args)} --config {EXAMPLE_YAML}"
+        raise command_error(
+            args, bare, "this AReaL command has no --config: AReaL's loader requires one", hint
         )
     return value, used
 

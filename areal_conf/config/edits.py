@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from areal_conf.config.nodes import is_null
 from areal_conf.config.run_config import RunConfig
+from areal_conf.overrides import hydra_unquoted
 
 
 def edited_run(run: RunConfig, overrides: Sequence[str]) -> RunConfig | None:
@@ -98,7 +99,10 @@ def _omegaconf_copy(node: Any) -> Any:
 
 def plain_value(text: str) -> Any:
     """An override's value as Hydra reads a plain one: ``true``, ``false``, ``null``, a
-    whole number, a float, else the text."""
+    whole number, a float, a quoted string without its quotes, else the text."""
+    unquoted = hydra_unquoted(text)
+    if unquoted is not None:
+        return unquoted
     words = {"true": True, "false": False, "null": None}
     if text.lower() in words:
         return words[text.lower()]

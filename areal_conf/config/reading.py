@@ -375,6 +375,7 @@ def read_engine(
         consumer_batch_size=read_int(
             node, "consumer_batch_size", at("consumer_batch_size"), None, 256
         ),
+        queue_size=read_int(node, "queue_size", at("queue_size"), None, 4096),
         max_head_offpolicyness=read_int(
             node, "max_head_offpolicyness", at("max_head_offpolicyness"), 0, 2, least=0
         )

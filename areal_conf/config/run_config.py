@@ -100,9 +100,30 @@ class EngineSection:
     agent_mode: object = "inline"
     max_concurrent_rollouts: int | None = None
     consumer_batch_size: int | None = None
+    queue_size: int | None = None
     # The rollout may run this many weight versions ahead: above 0, generation overlaps
     # training (AReaL's asynchronous RL).
     max_head_offpolicyness: int = 0
+
+    @property
+    def consumer_batch(self) -> int:
+        """``consumer_batch_size``: the rollouts a weight version admits, 1 when not given
+        (``areal/api/cli_args.py:2498-2501``)."""
+        return max(1, self.consumer_batch_size or 1)
+
+    @property
+    def rollouts_cap(self) -> int:
+        """Rollouts an inference engine runs at once at most: ``max_concurrent_rollouts``,
+        by default ``consumer_batch_size`` (``rollout_controller.py:205-206``,
+        ``workflow_executor.py:786-787``)."""
+        return max(1, self.max_concurrent_rollouts or self.consumer_batch)
+
+    @property
+    def rollout_queue(self) -> int:
+        """Rollouts the rollout's queue holds: ``queue_size``, by default 16 times
+        ``max_concurrent_rollouts`` or its default (``rollout_controller.py:217``,
+        ``workflow_executor.py:1088``)."""
+        return self.queue_size or 16 * (self.max_concurrent_rollouts or self.consumer_batch)
 
     @property
     def computes_prox_logp(self) -> bool:

@@ -16,6 +16,7 @@ from areal_conf.perf.parameters import split_parameters
 from areal_conf.perf.pricing import (
     KERNEL_LAUNCH_S,
     Pricer,
+    Sizes,
     gpus_per_node,
     layer_matmul_weights,
     sizes,
@@ -151,14 +152,7 @@ def decode_throughput(
     if requests is not None and requests.prompt:
         # the prompts of the micro-batch's replaced requests, through this stage
         prompts = micro / requests.response * requests.prompt
-        prefill_s = (
-            prompts
-            * (
-                2 * layer_matmul_weights(s) * layers / tp
-                + 2 * s.heads / tp * s.head_dim * requests.prompt * layers
-            )
-            / price.flops
-        )
+        prefill_s = prompts * _prefill_flops(s, requests.prompt, layers, tp) / price.flops
     launches = layers * 6 * KERNEL_LAUNCH_S / 4
     if alloc.backend == "vllm":  # mixed into the step, beside its weight reads
         stage = max(memory_s, compute_s + prefill_s) + tp_s + launches
@@ -177,3 +171,51 @@ def decode_throughput(
         kv_limited=batch < wanted,
         prefill_s=pp * prefill_s,
     )
+
+
+def _prefill_flops(s: Sizes, length: int, layers: float, tp: int) -> float:
+    """FLOPs of one token of a ``length``-token sequence prefilled through ``layers``
+    layers on one of ``tp`` GPUs: its weights, and causal attention over half the
+    sequence on average (query-key and attention-value, 2 FLOPs each)."""
+    return (
+        2 * layer_matmul_weights(s) * layers / tp + 2 * s.heads / tp * s.head_dim * length * layers
+    )
+
+
+def prefill_seconds(
+    spec: ModelAllocation | str,
+    model: ModelShape | Mapping[str, Any],
+    *,
+    gpu: str | Hardware,
+    sequences: int,
+    sequence_tokens: int,
+    n_gpus_per_node: int = 8,
+) -> float:
+    """Seconds an sglang or vllm engine takes to prefill ``sequences`` sequences of
+    ``sequence_tokens`` tokens and nothing else, as a log-probability pass over finished
+    trajectories does (AReaL's ``compute_logp`` on an inference teacher): the sequences
+    spread over the instances, each instance's pipeline stages working on micro-batches
+    at once, every layer's FLOPs at the GPU's sustained rate and its two tensor-parallel
+    all-reduces of the tokens' activations. Kernel launches and scheduling are not
+    counted."""
+    alloc = as_allocation(spec)
+    if not alloc.is_inference:
+        raise AllocationError(
+            f"prefill_seconds models an inference engine; {alloc.backend} trains",
+            str(alloc),
+            hint="use step_time(..., forward_only=True) for fsdp, megatron and archon",
+        )
+    whole("sequences", sequences, example="e.g. the batch's 512 sequences")
+    whole("sequence_tokens", sequence_tokens, example="e.g. prompt + response, 4096")
+    gpus_per_node(n_gpus_per_node)
+    s = sizes(shape_of(model))
+    price = Pricer(hardware(gpu))
+    par = alloc.parallel
+    tp, pp = par.tp_size, par.pp_size
+    tokens = math.ceil(sequences / par.dp_size) * sequence_tokens  # the busiest instance's
+    compute_s = tokens * _prefill_flops(s, sequence_tokens, s.layers, tp) / price.flops / pp
+    tp_s = 0.0
+    if tp > 1:
+        per_node = min(tp, n_gpus_per_node)
+        tp_s = 2 * s.layers / pp * price.all_reduce(tp, per_node, tokens * s.h * 2)
+    return compute_s + tp_s

@@ -412,12 +412,12 @@ def rl_split(
             )
         )
     if not options:
-        trainers = f"an {actor_backend} layout"
+        trainers = f"an actor layout ({actor_backend})"
         if critic is not None and critic.layout is None:
-            trainers += f" and a {critic.backend} layout of the critic"
+            trainers += f" and a critic layout ({critic.backend})"
         raise ConfigError(
-            f"no split of {total_gpus} GPUs has a {rollout_backend} layout whose KV cache "
-            f"holds a sequence and {trainers} fitting {gpu_.name}",
+            f"no split of {total_gpus} GPUs has a rollout layout ({rollout_backend}) whose KV "
+            f"cache holds a sequence and {trainers} fitting {gpu_.name}",
             hint="more GPUs, a GPU with more memory, shorter sequences, or "
             "recompute='full' (gradient_checkpointing)",
         )

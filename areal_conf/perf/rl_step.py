@@ -7,7 +7,8 @@ this order, each phase timed under ``timeperf/<key>`` by ``stats_tracker.record_
 1. ``rollout``: wait until the rollout has generated a batch (``prepare_batch``,
    ``:688-708``);
 2. ``critic_values``, ``ref_logp``, ``teacher_logp``: forward passes of the critic, the
-   ref and the teacher over the batch (``:712-766``);
+   ref and the teacher over the batch (``:712-766``), the teacher's with its own model
+   (a prefill on its servers when it is an inference engine);
 3. ``recompute_logp``: the actor's forward pass, when it recomputes log-probabilities
    (``:784-796``);
 4. ``compute_advantage``, ``train_step`` (the actor's PPO update, ``:798-827``),
@@ -45,7 +46,7 @@ real run measured (``python -m areal_conf tune``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
@@ -53,13 +54,17 @@ from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.errors import ConfigError
 from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape
-from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
+from areal_conf.perf.decode import (
+    DecodeThroughput,
+    RequestLengths,
+    decode_throughput,
+    prefill_seconds,
+)
 from areal_conf.perf.parameters import parameter_count
 from areal_conf.perf.speed import TrainingStep, training_step
 from areal_conf.perf.workload import (
     StepWorkload,
     concurrent_sequences,
-    rollouts_in_flight,
     step_workload,
 )
 from areal_conf.spec.allocation import ModelAllocation
@@ -155,6 +160,8 @@ class RLEngine:
     #: Bytes a GPU holds that an offload moves to host memory (weights, gradients and
     #: optimizer state of a trainer; weights of a server).
     resident_bytes: float = 0.0
+    #: The model it runs when that is not the actor's (a teacher's), when known.
+    own_shape: ModelShape | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +272,7 @@ def rl_step(
     n = max(1, n_gpus_per_node)
     phases: dict[str, float] = {}
     not_counted: list[str] = []
+    assumptions: dict[str, Any] = {}
     actor_section = run.engines["actor"]
     actor = engines["actor"]
 
@@ -277,7 +285,8 @@ def rl_step(
 
     def timed(section: EngineSection, engine: RLEngine, *, forward: bool) -> float:
         step = _step(run, section, mean_response_tokens)
-        return step.seconds(engine.allocation, shape, gpu, n, forward_only=forward)
+        model = engine.own_shape or shape
+        return step.seconds(engine.allocation, model, gpu, n, forward_only=forward)
 
     critic = engines.get("critic")
     critic_section = run.engines.get("critic")
@@ -286,8 +295,11 @@ def rl_step(
     ref = engines.get("ref")
     if ref is not None and "ref" in run.engines:
         phases["ref_logp"] = timed(run.engines["ref"], ref, forward=True)
-    if "teacher" in engines:
-        not_counted.append("teacher_logp (the teacher's own model is not priced)")
+    teacher = engines.get("teacher")
+    if teacher is not None:
+        phases["teacher_logp"] = _teacher_logp(run, teacher, shape, gpu, n, work, timed)
+        if teacher.own_shape is None and _teacher_path(run) not in (None, actor_section.path):
+            assumptions["teacher_model"] = "the actor's (the teacher's own is unknown)"
     if actor_section.computes_prox_logp:
         phases["recompute_logp"] = timed(actor_section, actor, forward=True)
     phases["train"] = timed(actor_section, actor, forward=False)
@@ -309,13 +321,15 @@ def rl_step(
         phases["other"] = cal.other_seconds
     step_s, wait, bound = compose(mode, phases)
     rollout_section = run.engines["rollout"]
-    assumptions = {
-        "mean_response_tokens": work.mean_response_tokens,
-        "prompt_tokens": work.prompt_tokens,
-        "concurrent_sequences": decode.batch * engines["rollout"].allocation.num_instances,
-        "max_head_offpolicyness": rollout_section.max_head_offpolicyness,
-        "gpu": gpu.name,
-    }
+    assumptions.update(
+        {
+            "mean_response_tokens": work.mean_response_tokens,
+            "prompt_tokens": work.prompt_tokens,
+            "concurrent_sequences": decode.batch * engines["rollout"].allocation.num_instances,
+            "max_head_offpolicyness": rollout_section.max_head_offpolicyness,
+            "gpu": gpu.name,
+        }
+    )
     return RLStep(
         mode=mode,
         phases={p: phases[p] for p in PHASES if p in phases},
@@ -354,8 +368,8 @@ def _decode(
     the staleness cap admits (one when synchronous)."""
     section = run.engines["rollout"]
     ahead = 0 if mode != "asynchronous" else section.max_head_offpolicyness
-    cap = (ahead + 1) * max(1, section.consumer_batch_size or work.batch_size)
-    rollouts = min(rollouts_in_flight(section), cap)
+    cap = (ahead + 1) * section.consumer_batch  # staleness_manager.py:102-112
+    rollouts = min(section.rollouts_cap, cap)
     concurrent = min(concurrent_sequences(section, run.workload), rollouts * work.n_samples)
     return decode_throughput(
         rollout.allocation,
@@ -366,6 +380,39 @@ def _decode(
         n_gpus_per_node=n,
         mem_fraction=run.workload.mem_fraction.get(rollout.allocation.backend),
         requests=RequestLengths(work.prompt_tokens, max(1, work.mean_response_tokens)),
+    )
+
+
+def _teacher_path(run: RunConfig) -> object:
+    """The teacher's model as the config names it (``teacher.path``, else its section's)."""
+    if run.teacher is not None and run.teacher.path:
+        return run.teacher.path
+    section = run.engines.get("teacher")
+    return None if section is None else section.path
+
+
+def _teacher_logp(
+    run: RunConfig,
+    teacher: RLEngine,
+    shape: ModelShape,
+    gpu: Hardware,
+    n: int,
+    work: StepWorkload,
+    timed: Callable[..., float],
+) -> float:
+    """The teacher's log-probabilities of the batch (``rl_trainer.py:748-766``): a
+    forward pass of a training teacher, or a prefill of every trajectory spread over an
+    inference teacher's servers (``RolloutController.compute_logp``,
+    ``areal/infra/controller/rollout_controller.py:1073-1110``)."""
+    if not teacher.allocation.is_inference:
+        return timed(run.engines["teacher"], teacher, forward=True)
+    return prefill_seconds(
+        teacher.allocation,
+        teacher.own_shape or shape,
+        gpu=gpu,
+        sequences=work.sequences,
+        sequence_tokens=max(1, work.prompt_tokens + work.mean_response_tokens),
+        n_gpus_per_node=n,
     )
 
 

@@ -221,20 +221,11 @@ def decode_context(run: RunConfig, mean_response_tokens: int | None = None) -> i
     return _context(keys.prompt_len, _response(keys.max_new_tokens, mean_response_tokens))
 
 
-def rollouts_in_flight(engine: EngineSection) -> int:
-    """Rollouts an inference engine runs at once at most, as AReaL caps them:
-    ``max_concurrent_rollouts``, by default ``consumer_batch_size``, whose own default is
-    1 (``areal/api/cli_args.py:2486-2500``;
-    ``areal/infra/controller/rollout_controller.py:205-206``,
-    ``areal/infra/workflow_executor.py:786-787``)."""
-    return max(1, engine.max_concurrent_rollouts or engine.consumer_batch_size or 1)
-
-
 def concurrent_sequences(engine: EngineSection, workload: Workload) -> int:
     """Sequences an inference engine decodes at once at most: its rollouts in flight
-    (:func:`rollouts_in_flight`), each a prompt's group of ``gconfig.n_samples`` responses
-    generated together (``areal/infra/remote_inf_engine.py:70-108``)."""
-    return rollouts_in_flight(engine) * max(1, workload.n_samples)
+    (``EngineSection.rollouts_cap``), each a prompt's group of ``gconfig.n_samples``
+    responses generated together (``areal/infra/remote_inf_engine.py:70-108``)."""
+    return engine.rollouts_cap * max(1, workload.n_samples)
 
 
 def _response(max_new_tokens: int, mean_response_tokens: int | None) -> int:

@@ -13,6 +13,7 @@ from areal_conf.perf.memory import MemoryEstimate
 from areal_conf.spec.allocation import ModelAllocation
 
 if TYPE_CHECKING:  # the RL step's model is imported when a step is predicted
+    from areal_conf.model.shape import ModelShape
     from areal_conf.perf.rl_step import RLEngine, RLInputs, RLStep
 
 Slot = tuple[int, int]  # (node, local GPU index)
@@ -48,6 +49,8 @@ class EnginePlan:
     # It leaves its GPUs between the phases of a step (AReaL's offload, or v1 AWEX's
     # switch), so it shares them with the engines it is colocated with in turn.
     offloaded: bool = False
+    # The model it runs when that is not the actor's (a teacher's), when known.
+    own_shape: ModelShape | None = None
 
     @property
     def enabled(self) -> bool:
@@ -267,5 +270,6 @@ def rl_engines(engines: Mapping[str, EnginePlan]) -> dict[str, RLEngine]:
             e.nodes,
             e.colocated_with,
             0.0 if m is None else m.weights + m.grads + m.optimizer,
+            e.own_shape,
         )
     return found

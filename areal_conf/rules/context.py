@@ -29,6 +29,7 @@ from areal_conf.rules.fit import MemoryCheck, Recheck
 from areal_conf.settings import Settings, gpu_memory_of
 
 if TYPE_CHECKING:
+    from areal_conf.model.shape import ModelShape
     from areal_conf.perf.rl_step import RLInputs
 
 
@@ -55,6 +56,10 @@ class Context:
     memory_note: str = ""
     model: dict[str, Any] = field(default_factory=dict)  # the shape's keys, merged
     model_source: str = ""
+    #: The shapes of engines that run another model than the actor's (a teacher's), and
+    #: the models of those whose shape is not known.
+    own_shapes: dict[str, ModelShape] = field(default_factory=dict)
+    own_unknown: dict[str, str] = field(default_factory=dict)
     step_seconds: dict[str, float] = field(default_factory=dict)  # predicted, by engine
     speed_note: str = ""  # how the step times were predicted
     rl_inputs: RLInputs | None = None  # what predicting the RL step needs
@@ -126,6 +131,7 @@ class Context:
                 memory=memory.get(name),
                 step_seconds=self.step_seconds.get(name),
                 offloaded=self.run.leaves_gpus(name),
+                own_shape=self.own_shapes.get(name),
             )
             if e.enabled
             else e

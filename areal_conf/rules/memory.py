@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from areal_conf.hints import as_hint
-from areal_conf.model.shape import ModelShape, ShapeSource, model_shape, read_source
-from areal_conf.rules.common import own_model, shape_hint
+from areal_conf.model.shape import model_shape
+from areal_conf.rules.common import shape_hint
 from areal_conf.rules.context import Context, gpu_memory
 from areal_conf.rules.fit import MemoryCheck, check_memory
 
@@ -25,18 +25,11 @@ def check_engine_memory(ctx: Context) -> None:
         ctx.memory = MemoryCheck({n: None for n, e in ctx.engines.items() if e.enabled})
         return
     gpu_gb, memory_from, assumed = gpu_memory(ctx)
-    own: dict[str, ModelShape] = {}
-    notes: list[str] = []
-    for e in ctx.built():
-        path = own_model(ctx, e)
-        if path is None:
-            continue
-        found: ShapeSource = read_source(path, f"{e.section or e.name}.path")
-        other = model_shape(found.keys) if found.keys else found.missing
-        if isinstance(other, str):
-            notes.append(f"{e.name}: its model {path!r} is unknown, so the actor's shape is used")
-            continue
-        own[e.name] = other
+    own = ctx.own_shapes  # read by the model rule
+    notes = [
+        f"{name}: its model {path!r} is unknown, so the actor's shape is used"
+        for name, path in ctx.own_unknown.items()
+    ]
     ctx.memory = check_memory(
         ctx.run,
         ctx.engines,

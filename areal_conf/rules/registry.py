@@ -29,6 +29,7 @@ from areal_conf.rules.memory import check_engine_memory
 from areal_conf.rules.model import read_model
 from areal_conf.rules.scheduling import check_ray_specs, check_scheduler, check_scheduler_gpus
 from areal_conf.rules.speed import predict_step_times
+from areal_conf.rules.staleness import check_consumer_batch, check_rollout_queue
 from areal_conf.rules.teacher import check_teacher, check_teacher_layout_1_0
 from areal_conf.rules.weights import (
     check_awex_backends,
@@ -56,6 +57,7 @@ TOPICS: Final = (
     "capacity",
     "model",
     "memory",
+    "staleness",
     "speed",
 )
 
@@ -315,6 +317,25 @@ RULES: Final[tuple[Rule, ...]] = (
         ("1.0", "2.0"),
         check_engine_memory,
         "areal_conf.perf.memory (an estimate: AReaL fails with CUDA out of memory)",
+    ),
+    Rule(
+        "rollout-queue",
+        "staleness",
+        "the rollout's queue holds a step's batch",
+        ("1.0", "2.0"),
+        check_rollout_queue,
+        "infra/workflow_executor.py:705-708, infra/controller/rollout_controller.py:217",
+        rl_only=True,
+    ),
+    Rule(
+        "consumer-batch",
+        "staleness",
+        "rollout.consumer_batch_size is at least a step's batch (else the trainer waits "
+        "without end)",
+        ("1.0", "2.0"),
+        check_consumer_batch,
+        "infra/staleness_manager.py:102-112, infra/workflow_executor.py:460-471, 700-755",
+        rl_only=True,
     ),
     Rule(
         "speed",

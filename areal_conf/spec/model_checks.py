@@ -540,8 +540,11 @@ def model_violations(allocation: ModelAllocation, model: Mapping[str, object]) -
     ]
 
 
-def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, object]) -> None:
-    """Raise one AllocationError naming the engine, its backend and every broken rule.
+def check_model(
+    engine: str, allocation: ModelAllocation, model: Mapping[str, object], model_name: str = ""
+) -> None:
+    """Raise one AllocationError naming the engine, its backend and every broken rule
+    (and ``model_name``, the model's, when it is not the actor's).
 
     The error's ``spec`` is the canonical backend string, ``position`` is None and the
     hint holds the fixes, one per size to change.
@@ -552,6 +555,8 @@ def check_model(engine: str, allocation: ModelAllocation, model: Mapping[str, ob
         return
     spec = str(allocation)
     count = "a model rule" if len(found) == 1 else f"{len(found)} model rules"
+    if model_name:
+        count += f" of its model {model_name}"
     fixes = {v.rule.size: v.fix for v in found}
     raise AllocationError(
         f"{engine}: {spec} breaks {count}: " + "; ".join(v.text for v in found),

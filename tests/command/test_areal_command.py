@@ -100,6 +100,25 @@ def test_reads_the_command_as_areal_does(
     assert command.config_path == Path("/srv/areal", config)
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (  # the YAML without the option: it goes after --config, where it stands
+            "python x.py exp.yaml a=1",
+            "give the experiment YAML after --config: python x.py --config exp.yaml a=1",
+        ),
+        ("python x.py a=1", "add the experiment YAML, e.g. python x.py a=1 --config "),
+    ],
+)
+def test_a_command_without_config_gets_one_that_runs(argv: str, hint: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        parse_areal_command(shlex.split(argv), "/srv/areal")
+    assert info.value.hint.startswith(hint)
+    if "exp.yaml" in argv:  # the printed command parses, its YAML the config
+        printed = shlex.split(info.value.hint.partition(": ")[2])
+        assert parse_areal_command(printed, "/srv/areal").config == "exp.yaml"
+
+
 def test_a_job_keeps_every_argument_but_the_overrides() -> None:
     command = parse_areal_command(
         ["python", "-u", "x.py", "a=1", "--config", "c.yaml", "b=2"], "/srv/areal"

@@ -181,3 +181,53 @@ def test_a_step_is_at_least_its_longest_side_and_at_most_their_sum(
     assert math.isfinite(total) and wait >= 0
     assert max(generate, training) + rest <= total * (1 + 1e-12) + 1e-9
     assert total <= generate + training + rest + 1e-6 * (1 + total)
+
+
+# -- the teacher's log-probabilities (rl_trainer.py:748-766) ----------------------------
+
+#: AReaL 2.0's distillation example: Qwen3-0.6B learns from Qwen2.5-14B-Instruct, served
+#: by vllm:t2 (``teacher.engine_type: rollout``).
+DISTILL = [
+    "--config",
+    "examples/distillation/gsm8k_grpo_distill_mode_rolloutEngine.yaml",
+    "scheduler.type=local",
+    "cluster.n_gpus_per_node=8",
+]
+
+
+def _read(argv: list[str], version: str = "2.0") -> Any:
+    command = parse_config_command(argv, cwd=FIXTURES / "areal2")
+    cfg = compose_as_areal(command, areal_version=version)
+    return read_run(cfg, settings=Settings(areal_version=version, gpu="h100"))
+
+
+def test_an_inference_teacher_prefills_the_batch_with_its_own_model() -> None:
+    reading = _read(DISTILL)
+    s = step(reading, [])
+    assert s.phases["teacher_logp"] > 0 and not s.not_counted
+    # its own model, read from teacher.path: Qwen2.5-14B (48 layers), not the actor's
+    teacher = validate_run(reading).engines["teacher"]
+    assert teacher.own_shape is not None and teacher.own_shape.num_layers == 48
+    # the trajectories spread over the servers: twice the instances, half the time
+    wider = step(reading, ["teacher.rollout.backend=vllm:d2t2"])
+    assert wider.phases["teacher_logp"] == pytest.approx(s.phases["teacher_logp"] / 2, rel=0.05)
+    # the actor's own 0.6B model as the teacher: far fewer FLOPs a token
+    small = step(reading, ["teacher.path=Qwen/Qwen3-0.6B"])
+    assert small.phases["teacher_logp"] < s.phases["teacher_logp"] / 10
+
+
+def test_a_training_teacher_runs_a_forward_pass() -> None:
+    """AReaL 1.0's flat teacher (a train engine): a forward pass over the batch, in its
+    micro-batches, with its own model."""
+    reading = _read(
+        [
+            "--config",
+            "examples/distillation/gsm8k_grpo_distill_mode_trainEngine.yaml",
+            "cluster.n_gpus_per_node=8",
+        ],
+        version="1.0",
+    )
+    s = step(reading, [])
+    wider = step(reading, ["teacher.backend=fsdp:d2t4", "cluster.n_nodes=2"])
+    assert 0 < wider.phases["teacher_logp"] < s.phases["teacher_logp"]
+    assert not s.not_counted

@@ -439,6 +439,67 @@ REJECTED: list[Rejected] = [
         "rollout.backend",
         ("controller v2",),
     ),
+    # -- the model rules, each engine against the model it runs
+    Rejected(
+        "teacher's own model",  # Qwen2.5-14B: 40 heads, 8 KV heads (the actor's is unknown)
+        rl(
+            teacher={
+                "path": "Qwen/Qwen2.5-14B-Instruct",
+                "rollout": {"backend": "vllm:t3", "scheduling_spec": ONE_GPU},
+            },
+            actor__backend="fsdp:d1",
+        ),
+        "teacher",
+        ("of its model Qwen/Qwen2.5-14B-Instruct", "num_attention_heads=40", "t2, t4 or t8"),
+    ),
+    # -- what the first training step meets: the rollout's queue and staleness cap
+    Rejected(
+        "queue of the defaults",  # 16 × consumer_batch_size 1 (workflow_executor.py:705-708)
+        rl(train_dataset={"batch_size": 64}),
+        "rollout.queue_size",
+        ("queue size is too small: 16 < batch size 64", "++rollout.consumer_batch_size=64"),
+    ),
+    Rejected(
+        "queue set",
+        rl(
+            train_dataset={"batch_size": 64},
+            rollout__consumer_batch_size=64,
+            rollout__queue_size=32,
+        ),
+        "rollout.queue_size",
+        ("32 < batch size 64", "rollout.queue_size=64"),
+    ),
+    Rejected(
+        "queue per rank",  # launched by AReaL's launcher: each of the actor's 4 ranks asks for 32
+        rl(scheduler__type=None, train_dataset={"batch_size": 128}),
+        "rollout.queue_size",
+        ("16 < batch size 32", "on each of the actor's 4 data-parallel ranks"),
+    ),
+    Rejected(
+        "consumer batch, first step",  # cap (0 + 0 + 1) × 1 < 8
+        rl(train_dataset={"batch_size": 8}),
+        "rollout.consumer_batch_size",
+        ("1 (the default)", "at the first step", "++rollout.consumer_batch_size=8"),
+    ),
+    Rejected(
+        "consumer batch, later",  # steps k with (k + 1) × 8 <= (2 + k + 1) × 4: k = 0, 1
+        rl(
+            train_dataset={"batch_size": 8},
+            rollout__consumer_batch_size=4,
+            rollout__max_head_offpolicyness=2,
+        ),
+        "rollout.consumer_batch_size",
+        ("after 2 steps", "rollout.consumer_batch_size=8"),
+    ),
+    Rejected(
+        "consumer batch per rank",  # 6 // 4 = 1 a rank against 32 // 4 = 8
+        rl(scheduler__type=None, train_dataset={"batch_size": 32}, rollout__consumer_batch_size=6),
+        "rollout.consumer_batch_size",
+        (
+            "6, so 1 on each of the actor's 4 data-parallel ranks",
+            "their share of a step's batch, 8",
+        ),
+    ),
     # -- AWEX
     Rejected("A2", rl("awex", rollout__backend="sglang:d1t4"), "rollout.backend", ("CUDA IPC",)),
     Rejected(
@@ -1088,3 +1149,10 @@ def test_a_bad_version_stops_a_sweep_and_the_command_line(
     cli = run_python("-m", "areal_conf", "explain", "--config", str(HERMES / "config.yaml"))
     assert cli.returncode == 2 and "Traceback" not in cli.stderr
     assert f"{VERSION_ENV}: 'nope'" in cli.stderr
+
+
+def test_a_consumer_batch_of_the_step_s_batch_passes() -> None:
+    """As AReaL's examples set it: ``consumer_batch_size: ${train_dataset.batch_size}``."""
+    for base, batch in (("local", 64), ("slurm", 512)):
+        cfg = rl(base, train_dataset={"batch_size": batch}, rollout__consumer_batch_size=batch)
+        assert validate(cfg, areal_version="2.0").warnings == ()

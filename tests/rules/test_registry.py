@@ -45,7 +45,8 @@ def test_a_version_s_rules_keep_the_registry_s_order() -> None:
     for version in ("1.0", "2.0"):
         ids = [rule.id for rule in rules_for(version)]
         assert ids == sorted(ids, key=order.__getitem__)
-        assert ids[-3:] == ["model", "memory", "speed"]  # the last that can refuse, then speed
+        # the model and memory at start-up, what the first step meets, then speed
+        assert ids[-5:] == ["model", "memory", "rollout-queue", "consumer-batch", "speed"]
 
 
 #: A config each rule refuses, under the AReaL version given, and the rule's id.
