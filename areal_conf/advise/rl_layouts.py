@@ -135,7 +135,10 @@ def _separation_edits(run: RunConfig) -> tuple[str, ...]:
 
 
 def _colocation_edits(run: RunConfig) -> tuple[str, ...]:
-    """Overrides that colocate the rollout on the actor's GPUs as AReaL can run it."""
+    """Overrides that colocate the rollout on the actor's GPUs as AReaL can run it; none
+    under v1 AWEX, which shares them as the config is (its weight update kept)."""
+    if run.v1_awex:
+        return ()
     actor, rollout = run.engines["actor"], run.engines["rollout"]
     return (
         f"{actor.key('scheduling_strategy.type')}=separation",

@@ -27,7 +27,7 @@ from areal_conf.perf.ranking import (
     rank_training,
     rl_split,
 )
-from areal_conf.perf.rl_step import RLStep
+from areal_conf.perf.rl_step import TRAINING_SIDE, RLStep
 from areal_conf.perf.speed import TrainingStep, training_step
 from areal_conf.perf.workload import (
     NoWorkload,
@@ -299,75 +299,115 @@ def suggestion_text(s: Suggestion) -> str:
             f"  decoding {r.concurrent:,} sequences at once, {r.context_tokens:,} tokens of "
             f"context on average{prefill}"
         )
-    if s.split is not None:
-        sp = s.split
-        how = "longer of" if sp.assumptions["asynchronous"] else "sum of"
-        lines += [
-            "",
-            f"rollout/actor split of {sp.best.rollout_gpus + sp.best.actor_gpus} GPUs (a step "
-            f"takes the {how} generating and training):",
-        ]
-        critic = sp.best.critic is not None
-        rows = [
-            (
-                "rollout",
-                "actor",
-                "rollout layout",
-                "actor layout",
-                *(("critic layout",) if critic else ()),
-                "generate s",
-                "train s",
-                "step s",
-            )
-        ]
-        for o in sp.options:
-            mark = " <- best" if o == sp.best else ""
-            rows.append(
-                (
-                    str(o.rollout_gpus),
-                    str(o.actor_gpus),
-                    o.rollout,
-                    o.actor,
-                    *((o.critic or "",) if critic else ()),
-                    seconds_text(o.generate_s),
-                    seconds_text(o.train_s),
-                    seconds_text(o.step_s) + mark,
-                )
-            )
-        lines += _indented(rows)
-        a = sp.assumptions
-        lines.append(
-            f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
-            "(--mean-response-tokens), prompts of "
-            f"{a['prompt_tokens']:,} tokens, {a['concurrent_sequences']:,} sequences decoded "
-            "at once; "
-            f"counted: {a['counted']}"
-        )
-    if s.rl_step is not None:
-        step = s.rl_step
-        lines += [
-            "",
-            f"whole RL step ({step.mode}, as AReaL runs this config): "
-            f"{seconds_text(step.step_seconds)} s now, {step.bound}-bound; fastest layouts "
-            "of the actor and the rollout on their GPUs:",
-        ]
-        rows = [("rollout", "actor", "GPUs (rollout+actor)", "step s", "bound", "overrides")]
-        for layout in s.rl_layouts:
-            rows.append(
-                (
-                    layout.rollout,
-                    layout.actor,
-                    f"{layout.gpus}, colocated"
-                    if layout.colocated
-                    else f"{layout.rollout_gpus}+{layout.actor_gpus}",
-                    seconds_text(layout.step.step_seconds),
-                    layout.step.bound,
-                    " ".join(layout.overrides),
-                )
-            )
-        lines += _indented(rows)
+    if s.rl_step is not None and s.rl_layouts:
+        lines += _rl_step_lines(s.rl_step, s.rl_layouts)
+    elif s.split is not None:  # the whole step could not be predicted: the split alone
+        lines += _split_lines(s.split)
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)
+
+
+def _rl_step_lines(step: RLStep, found: Sequence[RLLayout]) -> list[str]:
+    """The whole-step table: each layout's generation and training side, its step, and
+    what its step leaves out (marked, then listed), beside the config's own step."""
+    lines = [
+        "",
+        f"whole RL step ({step.mode}, as AReaL runs this config): "
+        f"{seconds_text(step.step_seconds)} s now, {step.bound}-bound; fastest layouts of "
+        "the actor and the rollout on their GPUs:",
+    ]
+    rows = [
+        (
+            "rollout",
+            "actor",
+            "GPUs (rollout+actor)",
+            "generate s",
+            "training s",
+            "step s",
+            "bound",
+            "overrides",
+        )
+    ]
+    left_out: list[tuple[str, ...]] = []
+    for layout in found:
+        phases = layout.step.phases
+        missing = layout.step.not_counted
+        if missing and missing not in left_out:
+            left_out.append(missing)
+        mark = "*" * (left_out.index(missing) + 1) if missing else ""
+        rows.append(
+            (
+                layout.rollout,
+                layout.actor,
+                f"{layout.gpus}, colocated"
+                if layout.colocated
+                else f"{layout.rollout_gpus}+{layout.actor_gpus}",
+                seconds_text(phases.get("generate", 0.0)),
+                seconds_text(sum(phases.get(p, 0.0) for p in TRAINING_SIDE)),
+                seconds_text(layout.step.step_seconds) + mark,
+                layout.step.bound,
+                " ".join(layout.overrides),
+            )
+        )
+    lines += _indented(rows)
+    a = step.assumptions
+    lines.append(
+        f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
+        f"(--mean-response-tokens), prompts of {a['prompt_tokens']:,} tokens; training s: "
+        "the phases that run while the rollout generates (values, log-probabilities, "
+        "training)"
+    )
+    for n, missing in enumerate(left_out, start=1):
+        lines.append(f"  {'*' * n} not counted: {'; '.join(missing)}")
+    if step.not_counted and step.not_counted not in left_out:
+        lines.append(f"  the config's own step does not count: {'; '.join(step.not_counted)}")
+    return lines
+
+
+def _split_lines(sp: RLSplit) -> list[str]:
+    """The rollout/actor split table: generation against the actor's training alone."""
+    how = "longer of" if sp.assumptions["asynchronous"] else "sum of"
+    lines = [
+        "",
+        f"rollout/actor split of {sp.best.rollout_gpus + sp.best.actor_gpus} GPUs (a step "
+        f"takes the {how} generating and training):",
+    ]
+    critic = sp.best.critic is not None
+    rows = [
+        (
+            "rollout",
+            "actor",
+            "rollout layout",
+            "actor layout",
+            *(("critic layout",) if critic else ()),
+            "generate s",
+            "train s",
+            "step s",
+        )
+    ]
+    for o in sp.options:
+        mark = " <- best" if o == sp.best else ""
+        rows.append(
+            (
+                str(o.rollout_gpus),
+                str(o.actor_gpus),
+                o.rollout,
+                o.actor,
+                *((o.critic or "",) if critic else ()),
+                seconds_text(o.generate_s),
+                seconds_text(o.train_s),
+                seconds_text(o.step_s) + mark,
+            )
+        )
+    lines += _indented(rows)
+    a = sp.assumptions
+    lines.append(
+        f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
+        "(--mean-response-tokens), prompts of "
+        f"{a['prompt_tokens']:,} tokens, {a['concurrent_sequences']:,} sequences decoded "
+        f"at once; counted: {a['counted']}"
+    )
+    return lines
 
 
 def _indented(rows: Sequence[tuple[str, ...]]) -> list[str]:

@@ -226,16 +226,36 @@ def test_suggest_prints_layouts_per_engine_and_the_split(
     out = capsys.readouterr().out
     assert out.startswith("predicted on h100 (assumed")
     assert "actor (megatron:d4 on 4 GPUs" in out and "rollout (sglang:d4 on 4 GPUs)" in out
-    assert "rollout/actor split of 8 GPUs" in out and "<- best" in out
+    # one table of the whole RL step (the split alone is printed only when the step is
+    # not predicted): its fastest row splits the same 8 GPUs
+    assert "whole RL step (asynchronous" in out and "rollout/actor split" not in out
     assert "mean response 512 tokens" in out
-    best = next(line for line in out.splitlines() if "<- best" in line).split()
-    assert int(best[0]) + int(best[1]) == 8
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "GPUs (rollout+actor)" in line)
+    first = lines[header + 1].split()
+    assert sum(int(n) for n in first[2].split("+")) == 8
     # The same through the whole AReaL command, with another mean response length.
     argv = ["suggest", "--mean-response-tokens", "1000", "--top", "2", "--", "python"]
     argv += ["examples/math/gsm8k_rl.py", "--config", MEGATRON_YAML, "scheduler.type=local"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "mean response 1,000 tokens" in out
+
+
+def test_suggest_marks_what_a_step_leaves_out_and_keeps_awex(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v1 AWEX shares the actor's GPUs by its own weight update: the layouts offered keep
+    it (none switches to the disk), and the update no row prices is said, row by row."""
+    monkeypatch.chdir(AREAL2)
+    yaml = "examples/math/gsm8k_grpo_awex_colocate.yaml"
+    assert main(["suggest", "--config", yaml, "scheduler.type=local"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("whole RL step") :]
+    rows = [line for line in table.splitlines() if "rollout.backend=" in line]
+    assert rows and all("weight_update_mode" not in row for row in rows)
+    assert all(row.split()[6].endswith("*") for row in rows)  # step s, marked
+    assert "* not counted: update_weights (weight_update_mode=awex is not priced)" in table
 
 
 def test_suggest_of_a_config_that_would_not_start_is_its_error(
