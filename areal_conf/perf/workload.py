@@ -73,6 +73,8 @@ class StepWorkload:
     mean_response_tokens: int = 0
     #: The mean response length was said (``--mean-response-tokens``), not assumed.
     response_given: bool = False
+    #: The length said, when it was more than ``gconfig.max_new_tokens`` (and so cut to it).
+    response_cut_from: int = 0
     #: ``train_dataset.max_length`` is absent (RL: prompts of 0 tokens assumed).
     no_max_length: bool = False
 
@@ -126,6 +128,11 @@ class StepWorkload:
             if self.response_given
             else "assumed: half of gconfig.max_new_tokens; --mean-response-tokens"
         )
+        if self.response_cut_from:
+            said = (
+                f"--mean-response-tokens {self.response_cut_from:,}, cut to "
+                "gconfig.max_new_tokens: no response is longer"
+            )
         return (
             f"{name}: {self.batch_size:,} prompts × {self.n_samples:,} samples, {prompts}, "
             f"mean response {self.mean_response_tokens:,} tokens ({said})"
@@ -164,6 +171,11 @@ def rl_workload(
         max_new_tokens=max_new_tokens,
         mean_response_tokens=response,
         response_given=mean_response_tokens is not None,
+        response_cut_from=(
+            mean_response_tokens
+            if mean_response_tokens is not None and mean_response_tokens > response
+            else 0
+        ),
         no_max_length=no_max_length,
     )
 
@@ -229,9 +241,10 @@ def concurrent_sequences(engine: EngineSection, workload: Workload) -> int:
 
 
 def _response(max_new_tokens: int, mean_response_tokens: int | None) -> int:
-    """The mean response: as said, else half of ``gconfig.max_new_tokens``."""
+    """The mean response: as said (at most ``gconfig.max_new_tokens``: no response is
+    longer), else half of ``gconfig.max_new_tokens``."""
     if mean_response_tokens is not None:
-        return mean_response_tokens
+        return min(mean_response_tokens, max_new_tokens) if max_new_tokens else mean_response_tokens
     return max(1, max_new_tokens // 2)
 
 

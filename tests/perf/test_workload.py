@@ -481,3 +481,19 @@ def test_areal_has_every_key_each_trainer_reads_and_no_other_trainers() -> None:
         else:
             assert not verdict["ok"], (cls, overrides[-1])
             assert "ConfigKeyError" in str(verdict["error_type"]), verdict
+
+
+def test_a_mean_response_longer_than_any_response_is_cut_and_said() -> None:
+    """``--mean-response-tokens 5000`` on ``gconfig.max_new_tokens: 1024``: no response is
+    longer than 1,024 tokens, so neither is their mean."""
+    from areal_conf.perf.workload import rl_workload
+
+    cut = rl_workload(
+        batch_size=8, n_samples=4, max_new_tokens=1024, prompt_tokens=512, mean_response_tokens=5000
+    )
+    assert cut.mean_response_tokens == 1024 and cut.sequence_tokens == 512 + 1024
+    assert "mean response 1,024 tokens (--mean-response-tokens 5,000, cut to" in cut.describe()
+    kept = rl_workload(
+        batch_size=8, n_samples=4, max_new_tokens=1024, prompt_tokens=512, mean_response_tokens=300
+    )
+    assert kept.mean_response_tokens == 300 and "cut to" not in kept.describe()
