@@ -9,7 +9,7 @@ from typing import Any
 
 from areal_conf.cli.options import MODEL_OF_AREAL_CONFIG, add_settings_options, settings_from
 from areal_conf.cli.own_options import own_options, refuse_own_options
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.report import plan_report
 from areal_conf.settings import (
     Settings,
@@ -94,10 +94,22 @@ def _run_verb(args: argparse.Namespace) -> int:
     if args.verb == "sweep":
         return _sweep(command, settings, args.dry_run)
     checked = checked_command(command, settings=settings)
+    if checked.unresolved is not None and args.verb == "run":
+        # AReaL's loader resolves every value, here: the run would stop at once
+        raise ConfigError(
+            f"{checked.unresolved.reason}: AReaL's loader resolves every value and would "
+            "stop at this one; nothing was started",
+            hint=checked.unresolved.hint,
+        )
     if args.verb == "check" and args.json:
         print(json.dumps(checked.plan.to_dict(), indent=2))
         return 0
     print(plan_report(checked.plan))
+    if checked.unresolved is not None:
+        print(
+            f"warning: {checked.unresolved.reason}: AReaL's loader resolves every value and "
+            f"stops at this one on this machine; {checked.unresolved.hint}"
+        )
     if args.verb == "check":
         return 0
     sys.stdout.flush()

@@ -43,10 +43,14 @@ AREAL_CONFIG_SUFFIX = ".yaml"
 
 @dataclass(frozen=True)
 class CheckedCommand:
-    """An AReaL command that passed the check, and its plan."""
+    """An AReaL command that passed the check, and its plan. ``unresolved``: the first
+    value AReaL's loader could not resolve on this machine (it resolves every value, as
+    areal-conf does only for the keys it reads): an unset ``${oc.env:X}``, say, which the
+    machine the command runs on may set."""
 
     command: AReaLCommand
     plan: Plan
+    unresolved: AllocationError | None = None
 
 
 def check_command(
@@ -77,7 +81,22 @@ def checked_command(
     refuse_sweeps(command)
     version = settings.areal_version if settings is not None else None
     cfg = compose_as_areal(command, areal_version=version)
-    return CheckedCommand(command, _validated(command, cfg, settings))
+    return CheckedCommand(command, _validated(command, cfg, settings), unresolved_value(cfg))
+
+
+def unresolved_value(cfg: Any) -> AllocationError | None:
+    """The first value of a composed config that does not resolve here, as an error
+    naming its key; None when every value resolves."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from areal_conf.config.nodes import unresolvable
+
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        return unresolvable(getattr(err, "full_key", None) or None, err)
+    return None
 
 
 @dataclass(frozen=True)

@@ -354,6 +354,26 @@ def started(out: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.e2e
+def test_a_value_that_does_not_resolve_here_warns_check_and_stops_run(tmp_path: Path) -> None:
+    """AReaL's loader resolves every value where the command runs (areal-conf reads only
+    its keys): ``check`` warns of an unset ``${oc.env:X}``, ``run`` refuses to start it."""
+    unset = "experiment_name=${oc.env:AREAL_CONF_TEST_UNSET_VARIABLE}"
+    assert "AREAL_CONF_TEST_UNSET_VARIABLE" not in os.environ
+    checked = cli("check", *DRIVER, "scheduler.type=local", unset, out=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert (
+        "warning: experiment_name: Environment variable 'AREAL_CONF_TEST_UNSET_VARIABLE' not "
+        "found: AReaL's loader resolves every value and stops at this one on this machine"
+    ) in checked.stdout
+    ran = cli("run", *DRIVER, "scheduler.type=local", unset, out=tmp_path)
+    assert ran.returncode == 2 and "nothing was started" in ran.stderr
+    assert started(tmp_path) == []
+    env = {"AREAL_CONF_TEST_UNSET_VARIABLE": "x"}
+    checked = cli("check", *DRIVER, "scheduler.type=local", unset, out=tmp_path, env=env)
+    assert checked.returncode == 0 and "warning: experiment_name" not in checked.stdout
+
+
+@pytest.mark.e2e
 def test_check_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
     out = cli("check", *DRIVER, "scheduler.type=local", out=tmp_path)
     assert out.returncode == 0, out.stderr
