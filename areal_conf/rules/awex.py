@@ -37,7 +37,15 @@ def check_awex_sharing(ctx: Context) -> None:
             hint=fix(resized),
         )
     if rollout.colocated_with is not None:
-        return  # the scheduler's colocation rules placed it (colocate_2_0)
+        # the scheduler's colocation rules placed it (colocate_2_0): on the actor's GPUs?
+        if rollout.owner != actor.owner:
+            raise ConfigError(
+                f"rollout.scheduling_strategy.target: AWEX needs the rollout on the actor's "
+                f"GPUs, but it is colocated with {rollout.colocated_with}, on "
+                f"{rollout.owner}'s GPUs, where CUDA IPC cannot reach the actor",
+                hint=fix("rollout.scheduling_strategy.target=actor"),
+            )
+        return
     if ctx.column in ("slurm", "ray"):
         raise ConfigError(
             f"rollout.scheduling_strategy: AWEX needs the rollout on the actor's GPUs, but "

@@ -501,6 +501,19 @@ REJECTED: list[Rejected] = [
         ),
     ),
     # -- AWEX
+    Rejected(
+        "A5 colocated with another engine's GPUs",  # the ref's, on GPUs of its own
+        rl(
+            "awex",
+            scheduler__type="slurm",
+            cluster__n_nodes=2,
+            actor__kl_ctl=0.1,
+            ref={"backend": "megatron:d8", "scheduling_spec": ONE_GPU},
+            rollout__scheduling_strategy={"type": "colocation", "target": "ref"},
+        ),
+        "rollout.scheduling_strategy.target",
+        ("colocated with ref", "rollout.scheduling_strategy.target=actor"),
+    ),
     Rejected("A2", rl("awex", rollout__backend="sglang:d1t4"), "rollout.backend", ("CUDA IPC",)),
     Rejected(
         "A3 local colocated with multi-GPU servers",
