@@ -34,6 +34,7 @@ from areal_conf.perf.rl_step import Calibration, RLStep, rl_step
 from areal_conf.perf.speed import TrainingStep, training_step
 from areal_conf.perf.workload import StepWorkload, concurrent_sequences, step_workload
 from areal_conf.rules.fit import engine_knobs
+from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.validation import Validation, validate_run
 
 #: Fastest layouts of each engine tried on each split.
@@ -85,10 +86,45 @@ def fastest_rl_layouts(
 ) -> tuple[list[RLLayout], list[str]]:
     """The ``top`` candidates (see the module docstring) by predicted step, and notes on
     what was not tried."""
-    run = reading.run
     actor, rollout = validation.engines.get("actor"), validation.engines.get("rollout")
     if actor is None or rollout is None or actor.allocation is None or rollout.allocation is None:
         return [], ["no layouts: the config builds no actor or no rollout"]
+    shared = bool(actor.colocated_with or rollout.colocated_with)
+    return rl_layouts_on(
+        reading,
+        shape,
+        actor.allocation,
+        gpus=actor.gpus if shared else actor.gpus + rollout.gpus,
+        n_gpus_per_node=validation.n_gpus_per_node,
+        shared=shared,
+        gpu=gpu,
+        gpu_memory_gb=gpu_memory_gb,
+        calibration=calibration,
+        mean_response_tokens=mean_response_tokens,
+        top=top,
+    )
+
+
+def rl_layouts_on(
+    reading: Reading,
+    shape: ModelShape,
+    actor_allocation: ModelAllocation,
+    *,
+    gpus: int,
+    n_gpus_per_node: int,
+    shared: bool,
+    gpu: Hardware,
+    gpu_memory_gb: float,
+    calibration: Calibration | None = None,
+    mean_response_tokens: int | None = None,
+    top: int = 3,
+) -> tuple[list[RLLayout], list[str]]:
+    """:func:`fastest_rl_layouts` on ``gpus`` GPUs, ``n_gpus_per_node`` a node, the two
+    engines sharing them now or not (``shared``), the actor's layout ``actor_allocation``
+    (its backend, and the knobs of its memory): also for a config that does not pass as it
+    is, on the GPUs it has."""
+    run = reading.run
+    total = gpus
     work = step_workload(run, mean_response_tokens)
     if not isinstance(work, StepWorkload) or work.trainer != "rl":
         reason = "not an RL config" if isinstance(work, StepWorkload) else work.reason
@@ -97,10 +133,8 @@ def fastest_rl_layouts(
     step = training_step(run, actor_section, mean_response_tokens)
     if isinstance(step, str):
         return [], [f"no layouts: {step}"]
-    shared = bool(actor.colocated_with or rollout.colocated_with)
-    total = actor.gpus if shared else actor.gpus + rollout.gpus
-    n = max(1, validation.n_gpus_per_node)
-    knobs = engine_knobs(run, actor_section, actor.allocation, gpu_memory_gb)
+    n = max(1, n_gpus_per_node)
+    knobs = engine_knobs(run, actor_section, actor_allocation, gpu_memory_gb)
     knobs.pop("gpu_memory_gb", None)
     knobs.pop("tokens_per_microbatch", None)
     search = _Search(

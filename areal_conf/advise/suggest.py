@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts
+from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts, rl_layouts_on
 from areal_conf.config.run_config import RunConfig
 from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError
@@ -75,6 +75,10 @@ class Suggestion:
     #: the shortest one (:mod:`areal_conf.advise.rl_layouts`), colocated ones included.
     rl_step: RLStep | None = None
     rl_layouts: tuple[RLLayout, ...] = ()
+    #: Why the config as it is does not start, when it does not: the layouts offered are
+    #: then those that pass on the ``gpus`` GPUs it has.
+    refused: AllocationError | None = None
+    gpus: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """What ``suggest --json`` prints."""
@@ -104,6 +108,9 @@ class Suggestion:
             },
             "rl_step": None if self.rl_step is None else self.rl_step.to_dict(),
             "rl_layouts": [layout.to_dict() for layout in self.rl_layouts],
+            "refused": None
+            if self.refused is None
+            else {"reason": self.refused.reason, "rule": self.refused.rule, "gpus": self.gpus},
             "notes": list(self.notes),
         }
 
@@ -208,6 +215,70 @@ def suggest(
     )
 
 
+#: The rules whose errors a change of the actor's and the rollout's layouts can answer:
+#: ``suggest`` offers layouts that pass on the config's GPUs instead of its error.
+LAYOUT_RULES: Final = frozenset(
+    {"capacity", "placement", "scheduler-gpus", "memory", "model", "colocation", "workers"}
+)
+
+
+def suggest_refused(
+    reading: Reading,
+    refused: AllocationError,
+    shape: ModelShape,
+    *,
+    gpu: Hardware,
+    gpu_said: str,
+    gpu_memory_gb: float,
+    mean_response_tokens: int | None = None,
+    top: int = 3,
+) -> Suggestion | None:
+    """For an RL config that does not start as it is (``refused``, by a rule of
+    :data:`LAYOUT_RULES`): the layouts of the actor and the rollout with the shortest
+    step that pass on the GPUs it has (the machine's on the local scheduler, else
+    ``cluster.n_nodes × n_gpus_per_node``); None when that cannot be said (another rule,
+    no actor or rollout, a backend that does not parse)."""
+    from areal_conf.areal.local_gpus import gpus_per_node
+    from areal_conf.spec.parser import parse_backend
+
+    run = reading.run
+    if refused.rule not in LAYOUT_RULES or not run.rl or run.actor is None:
+        return None
+    local = run.scheduler_type == "local"
+    per_node = gpus_per_node(
+        run.cluster.n_gpus_per_node, "local" if local else "any", reading.settings.machine_gpus
+    ).count
+    gpus = per_node * (1 if local else run.cluster.n_nodes)
+    try:
+        actor = parse_backend(str(run.actor.backend))
+    except AllocationError:
+        return None
+    if gpus < 2 or actor.is_inference:
+        return None
+    found, notes = rl_layouts_on(
+        reading,
+        shape,
+        actor,
+        gpus=gpus,
+        n_gpus_per_node=per_node,
+        shared=run.actor_rollout_colocated or run.v1_awex,
+        gpu=gpu,
+        gpu_memory_gb=gpu_memory_gb,
+        mean_response_tokens=mean_response_tokens,
+        top=top,
+    )
+    return Suggestion(
+        gpu_said,
+        (),
+        None,
+        None,
+        tuple(f"whole step: {note}" for note in notes),
+        rl_layouts=tuple(found),
+        refused=refused,
+        gpus=gpus,
+    )
+
+
 def _split(
     run: RunConfig,
     plan: Plan,
@@ -299,7 +370,9 @@ def suggestion_text(s: Suggestion) -> str:
             f"  decoding {r.concurrent:,} sequences at once, {r.context_tokens:,} tokens of "
             f"context on average{prefill}"
         )
-    if s.rl_step is not None and s.rl_layouts:
+    if s.refused is not None:
+        lines += _refused_lines(s)
+    elif s.rl_step is not None and s.rl_layouts:
         lines += _rl_step_lines(s.rl_step, s.rl_layouts)
     elif s.split is not None:  # the whole step could not be predicted: the split alone
         lines += _split_lines(s.split)
@@ -307,15 +380,42 @@ def suggestion_text(s: Suggestion) -> str:
     return "\n".join(lines)
 
 
-def _rl_step_lines(step: RLStep, found: Sequence[RLLayout]) -> list[str]:
-    """The whole-step table: each layout's generation and training side, its step, and
-    what its step leaves out (marked, then listed), beside the config's own step."""
+def _refused_lines(s: Suggestion) -> list[str]:
+    """Why the config does not start as it is, and the layouts that do on its GPUs."""
+    assert s.refused is not None
     lines = [
         "",
-        f"whole RL step ({step.mode}, as AReaL runs this config): "
-        f"{seconds_text(step.step_seconds)} s now, {step.bound}-bound; fastest layouts of "
-        "the actor and the rollout on their GPUs:",
+        f"this config does not start as it is (rule: {s.refused.rule}): "
+        f"{s.refused.reason.splitlines()[0]}",
     ]
+    if not s.rl_layouts:
+        return [*lines, f"no layout of the actor and the rollout passes on its {s.gpus} GPUs"]
+    return lines + _table_lines(
+        f"whole RL step of the fastest layouts of the actor and the rollout that pass on its "
+        f"{s.gpus} GPUs:",
+        s.rl_layouts,
+        None,
+    )
+
+
+def _rl_step_lines(step: RLStep, found: Sequence[RLLayout]) -> list[str]:
+    """The whole-step table beside the config's own step."""
+    return [
+        "",
+        *_table_lines(
+            f"whole RL step ({step.mode}, as AReaL runs this config): "
+            f"{seconds_text(step.step_seconds)} s now, {step.bound}-bound; fastest layouts of "
+            "the actor and the rollout on their GPUs:",
+            found,
+            step,
+        ),
+    ]
+
+
+def _table_lines(title: str, found: Sequence[RLLayout], step: RLStep | None) -> list[str]:
+    """Each layout's generation and training side, its step, and what its step leaves
+    out (marked, then listed)."""
+    lines = [title]
     rows = [
         (
             "rollout",
@@ -350,7 +450,7 @@ def _rl_step_lines(step: RLStep, found: Sequence[RLLayout]) -> list[str]:
             )
         )
     lines += _indented(rows)
-    a = step.assumptions
+    a = found[0].step.assumptions
     lines.append(
         f"  assumed: mean response {a['mean_response_tokens']:,} tokens "
         f"(--mean-response-tokens), prompts of {a['prompt_tokens']:,} tokens; training s: "
@@ -359,7 +459,7 @@ def _rl_step_lines(step: RLStep, found: Sequence[RLLayout]) -> list[str]:
     )
     for n, missing in enumerate(left_out, start=1):
         lines.append(f"  {'*' * n} not counted: {'; '.join(missing)}")
-    if step.not_counted and step.not_counted not in left_out:
+    if step is not None and step.not_counted and step.not_counted not in left_out:
         lines.append(f"  the config's own step does not count: {'; '.join(step.not_counted)}")
     return lines
 

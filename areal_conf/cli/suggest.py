@@ -35,6 +35,9 @@ def add_suggest_command(commands: Any) -> None:
         "second, and how to split the rollout's and the actor's GPUs so that generation "
         "keeps up with training. The batch comes from train_dataset.batch_size, "
         "gconfig.n_samples, gconfig.max_new_tokens and train_dataset.max_length. "
+        "A config that does not start because of its layouts (too few GPUs, too little "
+        "memory, a tensor-parallel size the model's heads do not divide) gets its error, "
+        "then the layouts that pass on its GPUs. "
         "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
         "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ...",
     )

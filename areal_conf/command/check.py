@@ -30,6 +30,7 @@ from areal_conf.plan.plan import Plan
 from areal_conf.settings import Settings, optional_settings
 
 if TYPE_CHECKING:
+    from areal_conf.advise.suggest import Suggestion
     from areal_conf.config.run_reading import Reading
     from areal_conf.model.hardware import Hardware
     from areal_conf.model.shape import ModelShape
@@ -170,8 +171,55 @@ def suggest_for_command(
 
     from areal_conf.advise.suggest import suggest, suggestion_text
 
-    found = _for_prediction("suggest", argv, settings, cwd, top).advise(suggest, top=top)
+    try:
+        found = _for_prediction("suggest", argv, settings, cwd, top).advise(suggest, top=top)
+    except AllocationError as refused:
+        # A layout error: the layouts that pass on the config's GPUs, after its error.
+        found = _suggest_refused(refused, argv, settings, cwd, top)
     return json.dumps(found.to_dict(), indent=2) if as_json else suggestion_text(found)
+
+
+def _suggest_refused(
+    refused: AllocationError,
+    argv: Sequence[str],
+    settings: Settings | None,
+    cwd: Any,
+    top: int,
+) -> Suggestion:
+    """:func:`areal_conf.advise.suggest.suggest_refused` for the config of ``argv``, whose
+    check gave ``refused``; ``refused`` itself when nothing can be suggested instead."""
+    from areal_conf.advise.suggest import LAYOUT_RULES, suggest_refused
+    from areal_conf.command.argv import parse_config_command
+    from areal_conf.model.shape import ModelShape, model_shape
+    from areal_conf.perf.speed import gpu_for_speed
+    from areal_conf.settings import default_settings, gpu_memory_of
+    from areal_conf.validation import read_run
+
+    if refused.rule not in LAYOUT_RULES:
+        raise refused
+    settings = settings if settings is not None else default_settings()
+    command = parse_config_command(argv, cwd)
+    reading = read_run(
+        compose_as_areal(command, areal_version=settings.areal_version), settings=settings
+    )
+    shape = model_shape(reading.model.keys) if reading.model.keys else None
+    if not isinstance(shape, ModelShape):
+        raise refused
+    gpu, said = gpu_for_speed(settings.gpu)
+    memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
+    found = suggest_refused(
+        reading,
+        refused,
+        shape,
+        gpu=gpu,
+        gpu_said=said,
+        gpu_memory_gb=memory_gb,
+        mean_response_tokens=settings.mean_response_tokens,
+        top=top,
+    )
+    if found is None:
+        raise refused
+    return found
 
 
 def tune_for_command(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from _helpers import ROOT
 
-from areal_conf import AllocationError
+from areal_conf import AllocationError, check_command
 from areal_conf.areal.versions import choose_rules
 from areal_conf.cli import main
 from areal_conf.config.reading import read_config
@@ -258,13 +258,34 @@ def test_suggest_marks_what_a_step_leaves_out_and_keeps_awex(
     assert "* not counted: update_weights (weight_update_mode=awex is not priced)" in table
 
 
+def test_suggest_of_a_layout_that_does_not_start_offers_layouts_that_do(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A layout error (here tp 3 against the model's 16 heads; on a machine with fewer
+    GPUs than the config asks for, the same): the error, then the fastest layouts of the
+    actor and the rollout that pass on the config's GPUs, each checked."""
+    monkeypatch.chdir(AREAL2)
+    argv = ["--config", MEGATRON_YAML, "scheduler.type=local", "actor.backend=megatron:d1t3"]
+    assert main(["suggest", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "this config does not start as it is (rule: model): actor: megatron:t3 breaks" in out
+    assert "that pass on its 8 GPUs:" in out
+    rows = [line.split() for line in out.splitlines() if "rollout.backend=" in line]
+    assert rows
+    for row in rows:
+        overrides = [word for word in row if "=" in word]
+        check_command(["python", "x.py", *argv, *overrides], cwd=AREAL2)
+    assert main(["suggest", "--json", *argv]) == 0
+    assert json.loads(capsys.readouterr().out)["refused"]["rule"] == "model"
+
+
 def test_suggest_of_a_config_that_would_not_start_is_its_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(AREAL2)
-    assert main(["suggest", "--config", MEGATRON_YAML, "actor.backend=megatron:d3t3"]) == 2
+    assert main(["suggest", "--config", MEGATRON_YAML, "scheduler.type=kubernetes"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "Traceback" not in err
+    assert err.startswith("error: scheduler.type") and "Traceback" not in err
     assert main(["suggest", "--config", "nope.yaml"]) == 2
     assert "no such file" in capsys.readouterr().err
 
