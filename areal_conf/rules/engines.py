@@ -109,6 +109,7 @@ def _parse(run: RunConfig, engine: EngineSection, *, check_kind: bool) -> Engine
         example = example_backend(name, "inference")
         if engine.row is not None:
             example = example_of_kind(engine.row.kind)
+        example = _on_free_gpus(run, name, example)
         reason = (
             f"an empty {name} backend means {INHERIT_FROM}.backend, and there is no "
             f"{INHERIT_FROM} backend"
@@ -358,6 +359,23 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
             )
         chain.append(target)
         cur = target
+
+
+def _on_free_gpus(run: RunConfig, name: str, example: str) -> str:
+    """``example`` (a backend such as ``fsdp:d8``) resized to the GPUs of the cluster that
+    the other engines, on GPUs of their own, leave to engine ``name``; as it is when they
+    leave none or cannot be counted."""
+    free = run.cluster.n_nodes * run.cluster.n_gpus_per_node
+    for other in run.engines.values():
+        if other.name == name or other.strategy.colocated or not isinstance(other.backend, str):
+            continue
+        try:
+            free -= parse_backend(other.backend, teacher_layout=run.rules.teacher_layout).world_size
+        except AllocationError:
+            return example
+    if free < 1:
+        return example
+    return f"{example.partition(':')[0]}:d{free}"
 
 
 def _later(

@@ -81,14 +81,21 @@ def check_scheduler_gpus(ctx: Context) -> None:
         if needed > n:
             gpus = ctx.gpus_per_node
             parts = " + ".join(f"{e.name} {e.gpus}" for e in separated)
+            shrunk = _shrunk(separated, n)
             raise ConfigError(
                 f"{gpus.key}: the engines need {needed} GPUs ({parts}) but AReaL's local "
                 f"scheduler has {gpus_text(n)} ({gpus.source}): it would hand GPUs out round "
                 "robin and put several engines on the same GPUs without saying so",
                 hint=sentence(
+                    *(
+                        (fix(*shrunk, remark=" (fewer data-parallel copies)"), "; or ")
+                        if shrunk
+                        else ()
+                    ),
                     "shrink an engine's layout, colocate engines, "
                     + (
-                        f"list more GPUs in {CUDA_ENV} (indices, e.g. 0,1,2,3), "
+                        f"list {needed} GPUs in {CUDA_ENV} (indices, e.g. "
+                        f"{','.join(map(str, range(needed))) if needed <= 16 else '0,1,2,…'}), "
                         if gpus.key == CUDA_ENV
                         else ""
                     )
@@ -111,6 +118,29 @@ def check_scheduler_gpus(ctx: Context) -> None:
                     " says so)",
                 )
             )
+
+
+def _shrunk(engines: list[EnginePlan], gpus: int) -> tuple[str, ...]:
+    """The backends of ``engines`` with fewer data-parallel copies (the most replicated
+    first, their other sizes kept) so that together they take at most ``gpus`` GPUs; ()
+    when even one copy each does not fit, or a layout cannot be resized."""
+    copies = {e.name: e.allocation.parallel.dp_size for e in engines if e.allocation}
+    size = {e.name: e.allocation.world_size // copies[e.name] for e in engines if e.allocation}
+    while sum(copies[n] * size[n] for n in copies) > gpus:
+        most = max((n for n in copies if copies[n] > 1), key=copies.__getitem__, default=None)
+        if most is None:
+            return ()
+        copies[most] -= 1
+    changed: list[str] = []
+    for e in engines:
+        assert e.allocation is not None
+        if copies[e.name] == e.allocation.parallel.dp_size:
+            continue
+        layout = scaled_layout(e.allocation, copies[e.name] * size[e.name])
+        if layout is None:
+            return ()
+        changed.append(f"{e.section or e.name}.backend={layout}")
+    return tuple(changed)
 
 
 def _check_engine_on_scheduler(ctx: Context, e: EnginePlan) -> None:

@@ -836,7 +836,12 @@ ON_MACHINE = [
         "0,1,2,3",
         8,
         "CUDA_VISIBLE_DEVICES",
-        ("need 8 GPUs", "has 4 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3)", "list more GPUs"),
+        (
+            "need 8 GPUs",
+            "has 4 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3)",
+            "actor.backend=fsdp:d2 rollout.backend=sglang:d2 (fewer data-parallel copies)",
+            "list 8 GPUs in CUDA_VISIBLE_DEVICES (indices, e.g. 0,1,2,3,4,5,6,7)",
+        ),
     ),
     OnMachine(
         "a larger cluster.n_gpus_per_node does not silence it",

@@ -343,6 +343,13 @@ ERRORS: list[BadConfig] = [
         hint_validates=True,
         same_in_2_0=False,
     ),
+    BadConfig(  # the example takes the GPUs the rollout leaves: 3 × 8 - 8
+        name="actor without backend",
+        cfg=base(actor={"backend": ""}, cluster={"n_nodes": 3, "n_gpus_per_node": 8}),
+        reason="actor.backend: actor needs a backend and none is set",
+        hint="e.g. actor.backend=fsdp:d16 (set one)",
+        hint_validates=True,
+    ),
     BadConfig(
         name="extra engine without backend",
         cfg=base(judge={"backend": ""}),
