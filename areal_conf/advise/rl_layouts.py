@@ -1,8 +1,9 @@
 """The layouts of the actor and the rollout that make the shortest RL step on the GPUs
 they have together: :func:`fastest_rl_layouts`, which ``suggest`` and ``tune`` rank.
 
-Candidates, on the GPUs the two engines use (their sum when separated, the GPUs they
-share when colocated):
+Candidates, on the GPUs the two engines use (:class:`EngineGpus`: their sum when
+separated, the GPUs they share when colocated; for a config that does not start as it
+is, the GPUs it has):
 
 - every split between them (whole nodes; single GPUs within one node; at most
   :data:`MAX_SPLITS`, evenly spread), with the :data:`LAYOUTS_PER_ENGINE` fastest layouts of
@@ -73,10 +74,56 @@ class RLLayout:
         }
 
 
+@dataclass(frozen=True)
+class EngineGpus:
+    """The GPUs the actor and the rollout have together, and the actor's layout now (its
+    backend, and the knobs of its memory)."""
+
+    actor: ModelAllocation
+    gpus: int
+    n_gpus_per_node: int
+    #: They share their GPUs now (colocated, or v1 AWEX).
+    shared: bool
+
+    @staticmethod
+    def of(validation: Validation) -> EngineGpus | str:
+        """Those of a checked config: the sum of theirs, or the GPUs they share; why not
+        when the config builds no actor or no rollout."""
+        actor, rollout = validation.engines.get("actor"), validation.engines.get("rollout")
+        if not (actor and rollout and actor.allocation and rollout.allocation):
+            return "the config builds no actor or no rollout"
+        shared = bool(actor.colocated_with or rollout.colocated_with)
+        gpus = actor.gpus if shared else actor.gpus + rollout.gpus
+        return EngineGpus(actor.allocation, gpus, validation.n_gpus_per_node, shared)
+
+    @staticmethod
+    def available(reading: Reading) -> EngineGpus | str:
+        """Those a config has, whatever its engines take: the machine's on the local
+        scheduler, else ``cluster.n_nodes × n_gpus_per_node``; why not when its actor's
+        backend is no training layout."""
+        from areal_conf.areal.local_gpus import gpus_per_node
+        from areal_conf.spec.parser import parse_backend
+
+        run = reading.run
+        if run.actor is None or not run.rl:
+            return "the config builds no actor or no rollout"
+        local = run.scheduler_type == "local"
+        declared, machine = run.cluster.n_gpus_per_node, reading.settings.machine_gpus
+        per_node = gpus_per_node(declared, "local" if local else "any", machine).count
+        try:
+            actor = parse_backend(str(run.actor.backend))
+        except AllocationError as err:
+            return f"actor.backend: {err.reason}"
+        if actor.is_inference:
+            return "actor.backend is no training layout"
+        shared = run.actor_rollout_colocated or run.v1_awex
+        return EngineGpus(actor, per_node * (1 if local else run.cluster.n_nodes), per_node, shared)
+
+
 def fastest_rl_layouts(
     reading: Reading,
-    validation: Validation,
     shape: ModelShape,
+    on: EngineGpus,
     *,
     gpu: Hardware,
     gpu_memory_gb: float,
@@ -84,47 +131,10 @@ def fastest_rl_layouts(
     mean_response_tokens: int | None = None,
     top: int = 3,
 ) -> tuple[list[RLLayout], list[str]]:
-    """The ``top`` candidates (see the module docstring) by predicted step, and notes on
-    what was not tried."""
-    actor, rollout = validation.engines.get("actor"), validation.engines.get("rollout")
-    if actor is None or rollout is None or actor.allocation is None or rollout.allocation is None:
-        return [], ["no layouts: the config builds no actor or no rollout"]
-    shared = bool(actor.colocated_with or rollout.colocated_with)
-    return rl_layouts_on(
-        reading,
-        shape,
-        actor.allocation,
-        gpus=actor.gpus if shared else actor.gpus + rollout.gpus,
-        n_gpus_per_node=validation.n_gpus_per_node,
-        shared=shared,
-        gpu=gpu,
-        gpu_memory_gb=gpu_memory_gb,
-        calibration=calibration,
-        mean_response_tokens=mean_response_tokens,
-        top=top,
-    )
-
-
-def rl_layouts_on(
-    reading: Reading,
-    shape: ModelShape,
-    actor_allocation: ModelAllocation,
-    *,
-    gpus: int,
-    n_gpus_per_node: int,
-    shared: bool,
-    gpu: Hardware,
-    gpu_memory_gb: float,
-    calibration: Calibration | None = None,
-    mean_response_tokens: int | None = None,
-    top: int = 3,
-) -> tuple[list[RLLayout], list[str]]:
-    """:func:`fastest_rl_layouts` on ``gpus`` GPUs, ``n_gpus_per_node`` a node, the two
-    engines sharing them now or not (``shared``), the actor's layout ``actor_allocation``
-    (its backend, and the knobs of its memory): also for a config that does not pass as it
-    is, on the GPUs it has."""
+    """The ``top`` candidates (see the module docstring) on the GPUs ``on``, by predicted
+    step, and notes on what was not tried."""
     run = reading.run
-    total = gpus
+    total = on.gpus
     work = step_workload(run, mean_response_tokens)
     if not isinstance(work, StepWorkload) or work.trainer != "rl":
         reason = "not an RL config" if isinstance(work, StepWorkload) else work.reason
@@ -133,8 +143,8 @@ def rl_layouts_on(
     step = training_step(run, actor_section, mean_response_tokens)
     if isinstance(step, str):
         return [], [f"no layouts: {step}"]
-    n = max(1, n_gpus_per_node)
-    knobs = engine_knobs(run, actor_section, actor_allocation, gpu_memory_gb)
+    n = max(1, on.n_gpus_per_node)
+    knobs = engine_knobs(run, actor_section, on.actor, gpu_memory_gb)
     knobs.pop("gpu_memory_gb", None)
     knobs.pop("tokens_per_microbatch", None)
     search = _Search(
@@ -147,7 +157,7 @@ def rl_layouts_on(
         every = len(splits) / MAX_SPLITS
         splits = sorted({splits[int(i * every)] for i in range(MAX_SPLITS)})
         notes.append(f"{MAX_SPLITS} of the {len(range(stride, total, stride))} splits tried")
-    separate = _separation_edits(run) if shared else ()
+    separate = _separation_edits(run) if on.shared else ()
     found: dict[tuple[str, str, bool], RLLayout] = {}
     for rollout_gpus in splits:
         for layout in search.layouts(rollout_gpus, total - rollout_gpus, separate, False):

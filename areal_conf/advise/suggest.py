@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts, rl_layouts_on
+from areal_conf.advise.rl_layouts import EngineGpus, RLLayout, fastest_rl_layouts
 from areal_conf.config.run_config import RunConfig
 from areal_conf.config.run_reading import Reading
 from areal_conf.errors import AllocationError
@@ -117,7 +117,7 @@ class Suggestion:
 
 def suggest(
     reading: Reading,
-    plan: Validation,
+    plan: Validation | AllocationError,
     shape: ModelShape,
     *,
     gpu: Hardware,
@@ -128,7 +128,33 @@ def suggest(
 ) -> Suggestion:
     """The ``top`` predicted-fastest layouts of each engine on the GPUs it has, the
     rollout/actor split (when both are built and run on GPUs of their own), and the
-    layouts of both with the shortest whole RL step."""
+    layouts of both with the shortest whole RL step. For a config that does not start
+    (``plan`` is its error, of a rule of :data:`LAYOUT_RULES`): the layouts of the actor
+    and the rollout with the shortest step that pass on the GPUs it has (the machine's on
+    the local scheduler, else ``cluster.n_nodes × n_gpus_per_node``); the error itself
+    when that cannot be said (another rule, no actor or rollout, a backend that does not
+    parse)."""
+
+    def whole_step(on: EngineGpus) -> tuple[list[RLLayout], list[str]]:
+        found, notes = fastest_rl_layouts(
+            reading,
+            shape,
+            on,
+            gpu=gpu,
+            gpu_memory_gb=gpu_memory_gb,
+            mean_response_tokens=mean_response_tokens,
+            top=top,
+        )
+        return found, [f"whole step: {note}" for note in notes]
+
+    if isinstance(plan, AllocationError):
+        has = EngineGpus.available(reading) if plan.rule in LAYOUT_RULES else None
+        if has is None or isinstance(has, str) or has.gpus < 2:
+            raise plan
+        passing, said = whole_step(has)
+        return Suggestion(
+            gpu_said, (), None, None, tuple(said), None, tuple(passing), refused=plan, gpus=has.gpus
+        )
     run = reading.run
     n = max(1, plan.n_gpus_per_node)
     mapping = as_model_mapping(shape)
@@ -199,17 +225,10 @@ def suggest(
         )
     split = _split(run, plan, shape, gpu, mean_response_tokens, notes)
     layouts: list[RLLayout] = []
-    if plan.rl_step is not None:
-        layouts, more = fastest_rl_layouts(
-            reading,
-            plan,
-            shape,
-            gpu=gpu,
-            gpu_memory_gb=gpu_memory_gb,
-            mean_response_tokens=mean_response_tokens,
-            top=top,
-        )
-        notes += [f"whole step: {note}" for note in more]
+    on = EngineGpus.of(plan)
+    if plan.rl_step is not None and not isinstance(on, str):
+        layouts, more = whole_step(on)
+        notes += more
     return Suggestion(
         gpu_said, tuple(training), rollout, split, tuple(notes), plan.rl_step, tuple(layouts)
     )
@@ -220,63 +239,6 @@ def suggest(
 LAYOUT_RULES: Final = frozenset(
     {"capacity", "placement", "scheduler-gpus", "memory", "model", "colocation", "workers"}
 )
-
-
-def suggest_refused(
-    reading: Reading,
-    refused: AllocationError,
-    shape: ModelShape,
-    *,
-    gpu: Hardware,
-    gpu_said: str,
-    gpu_memory_gb: float,
-    mean_response_tokens: int | None = None,
-    top: int = 3,
-) -> Suggestion | None:
-    """For an RL config that does not start as it is (``refused``, by a rule of
-    :data:`LAYOUT_RULES`): the layouts of the actor and the rollout with the shortest
-    step that pass on the GPUs it has (the machine's on the local scheduler, else
-    ``cluster.n_nodes × n_gpus_per_node``); None when that cannot be said (another rule,
-    no actor or rollout, a backend that does not parse)."""
-    from areal_conf.areal.local_gpus import gpus_per_node
-    from areal_conf.spec.parser import parse_backend
-
-    run = reading.run
-    if refused.rule not in LAYOUT_RULES or not run.rl or run.actor is None:
-        return None
-    local = run.scheduler_type == "local"
-    per_node = gpus_per_node(
-        run.cluster.n_gpus_per_node, "local" if local else "any", reading.settings.machine_gpus
-    ).count
-    gpus = per_node * (1 if local else run.cluster.n_nodes)
-    try:
-        actor = parse_backend(str(run.actor.backend))
-    except AllocationError:
-        return None
-    if gpus < 2 or actor.is_inference:
-        return None
-    found, notes = rl_layouts_on(
-        reading,
-        shape,
-        actor,
-        gpus=gpus,
-        n_gpus_per_node=per_node,
-        shared=run.actor_rollout_colocated or run.v1_awex,
-        gpu=gpu,
-        gpu_memory_gb=gpu_memory_gb,
-        mean_response_tokens=mean_response_tokens,
-        top=top,
-    )
-    return Suggestion(
-        gpu_said,
-        (),
-        None,
-        None,
-        tuple(f"whole step: {note}" for note in notes),
-        rl_layouts=tuple(found),
-        refused=refused,
-        gpus=gpus,
-    )
 
 
 def _split(

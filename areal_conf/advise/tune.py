@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from areal_conf.advise.rl_layouts import RLLayout, fastest_rl_layouts
+from areal_conf.advise.rl_layouts import EngineGpus, RLLayout, fastest_rl_layouts
 from areal_conf.advise.run_logs import RunLog
 from areal_conf.config.run_reading import Reading
 from areal_conf.errors import ConfigError
@@ -286,10 +286,12 @@ def tuning(
     predicted = predict()
     calibration, reasons = calibrate(measured, predicted)
     calibrated = predict(calibration)
+    on = EngineGpus.of(validation)
+    assert not isinstance(on, str), on  # the actor and the rollout are built (above)
     recommendations, notes = fastest_rl_layouts(
         reading,
-        validation,
         shape,
+        on,
         gpu=gpu,
         gpu_memory_gb=gpu_memory_gb,
         calibration=calibration,

@@ -30,7 +30,6 @@ from areal_conf.plan.plan import Plan
 from areal_conf.settings import Settings, optional_settings
 
 if TYPE_CHECKING:
-    from areal_conf.advise.suggest import Suggestion
     from areal_conf.config.run_reading import Reading
     from areal_conf.model.hardware import Hardware
     from areal_conf.model.shape import ModelShape
@@ -102,10 +101,11 @@ def unresolved_value(cfg: Any) -> AllocationError | None:
 
 @dataclass(frozen=True)
 class _ForPrediction:
-    """A command's config checked, with what ``suggest`` and ``tune`` predict from."""
+    """A command's config checked, with what ``suggest`` and ``tune`` predict from:
+    its validation, or the layout error it did not pass (``suggest`` only)."""
 
     reading: Reading
-    validation: Validation
+    checked: Validation | AllocationError
     shape: ModelShape
     gpu: Hardware
     gpu_said: str
@@ -118,7 +118,7 @@ class _ForPrediction:
         return advice(
             *first,
             self.reading,
-            self.validation,
+            self.checked,
             self.shape,
             gpu=self.gpu,
             gpu_said=self.gpu_said,
@@ -129,22 +129,41 @@ class _ForPrediction:
 
 
 def _for_prediction(
-    verb: str, argv: Sequence[str], settings: Settings | None, cwd: Any, top: int
+    verb: str,
+    argv: Sequence[str],
+    settings: Settings | None,
+    cwd: Any,
+    top: int,
+    *,
+    refused: frozenset[str] = frozenset(),
 ) -> _ForPrediction:
     """The config of ``argv`` composed as AReaL composes it and checked (a config that
-    would not start gets its error), with the model's shape, which ``verb`` needs."""
+    would not start gets its error, unless a rule of ``refused`` gave it: that error is
+    then kept in place of the validation), with the model's shape, which ``verb`` needs."""
     from areal_conf.command.argv import parse_config_command
-    from areal_conf.model.shape import ModelShape
+    from areal_conf.model.shape import ModelShape, model_shape
     from areal_conf.perf.speed import gpu_for_speed
     from areal_conf.settings import default_settings, gpu_memory_of
+    from areal_conf.validation import validate_run
 
     if type(top) is not int or top < 1:
         raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
     settings = settings if settings is not None else default_settings()
     command = parse_config_command(argv, cwd)
     cfg = compose_as_areal(command, areal_version=settings.areal_version)
-    reading, validation = _read_and_validate(command, cfg, settings)
-    shape = validation.shape
+    reading = _read(command, cfg, settings)
+    checked: Validation | AllocationError
+    try:
+        checked = validate_run(reading)
+        shape = checked.shape
+    except AllocationError as err:
+        if err.rule not in refused:
+            raise
+        checked = err
+        model = reading.model
+        shape = model_shape(model.keys) if model.keys else model.missing or "no model given"
+        if not isinstance(shape, ModelShape):
+            raise
     if not isinstance(shape, ModelShape):
         raise AllocationError(
             f"{verb} needs the model's shape: {shape}",
@@ -153,7 +172,7 @@ def _for_prediction(
         )
     gpu, said = gpu_for_speed(settings.gpu)
     memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
-    return _ForPrediction(reading, validation, shape, gpu, said, memory_gb, settings)
+    return _ForPrediction(reading, checked, shape, gpu, said, memory_gb, settings)
 
 
 def suggest_for_command(
@@ -166,60 +185,15 @@ def suggest_for_command(
 ) -> str:
     """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
     (or a whole AReaL command): the config is composed as AReaL composes it and checked
-    first, so a config that would not start gets its error instead."""
+    first, so a config that would not start gets its error instead, or, when its layouts
+    are what stops it, that error and the layouts that pass."""
     import json
 
-    from areal_conf.advise.suggest import suggest, suggestion_text
+    from areal_conf.advise.suggest import LAYOUT_RULES, suggest, suggestion_text
 
-    try:
-        found = _for_prediction("suggest", argv, settings, cwd, top).advise(suggest, top=top)
-    except AllocationError as refused:
-        # A layout error: the layouts that pass on the config's GPUs, after its error.
-        found = _suggest_refused(refused, argv, settings, cwd, top)
+    given = _for_prediction("suggest", argv, settings, cwd, top, refused=LAYOUT_RULES)
+    found = given.advise(suggest, top=top)
     return json.dumps(found.to_dict(), indent=2) if as_json else suggestion_text(found)
-
-
-def _suggest_refused(
-    refused: AllocationError,
-    argv: Sequence[str],
-    settings: Settings | None,
-    cwd: Any,
-    top: int,
-) -> Suggestion:
-    """:func:`areal_conf.advise.suggest.suggest_refused` for the config of ``argv``, whose
-    check gave ``refused``; ``refused`` itself when nothing can be suggested instead."""
-    from areal_conf.advise.suggest import LAYOUT_RULES, suggest_refused
-    from areal_conf.command.argv import parse_config_command
-    from areal_conf.model.shape import ModelShape, model_shape
-    from areal_conf.perf.speed import gpu_for_speed
-    from areal_conf.settings import default_settings, gpu_memory_of
-    from areal_conf.validation import read_run
-
-    if refused.rule not in LAYOUT_RULES:
-        raise refused
-    settings = settings if settings is not None else default_settings()
-    command = parse_config_command(argv, cwd)
-    reading = read_run(
-        compose_as_areal(command, areal_version=settings.areal_version), settings=settings
-    )
-    shape = model_shape(reading.model.keys) if reading.model.keys else None
-    if not isinstance(shape, ModelShape):
-        raise refused
-    gpu, said = gpu_for_speed(settings.gpu)
-    memory_gb, _, _ = gpu_memory_of(settings, reading.run.cluster.gpu_memory_gb)
-    found = suggest_refused(
-        reading,
-        refused,
-        shape,
-        gpu=gpu,
-        gpu_said=said,
-        gpu_memory_gb=memory_gb,
-        mean_response_tokens=settings.mean_response_tokens,
-        top=top,
-    )
-    if found is None:
-        raise refused
-    return found
 
 
 def tune_for_command(
@@ -284,18 +258,17 @@ def compose_as_areal(
 def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Validation:
     """``validate(cfg)``; a key AReaL lacks that one of the command's overrides wrote is
     an error pointing at that override, whose fix rewrites it."""
-    return _read_and_validate(command, cfg, settings)[1]
+    from areal_conf.validation import validate_run
+
+    return validate_run(_read(command, cfg, settings))
 
 
-def _read_and_validate(
-    command: AReaLCommand, cfg: Any, settings: Settings | None
-) -> tuple[Reading, Validation]:
-    """:func:`_validated`, with the config as read (for checks of edits of it)."""
-    from areal_conf.validation import read_run, validate_run
+def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading:
+    """``read_run(cfg)``, a key AReaL lacks that an override wrote pointed at there."""
+    from areal_conf.validation import read_run
 
     try:
-        reading = read_run(cfg, settings=settings)
-        return reading, validate_run(reading)
+        return read_run(cfg, settings=settings)
     except UnknownKey as err:
         override = err.given_by(command.overrides)
         if override is None:

@@ -95,14 +95,8 @@ def decode_throughput(
     add to the step. Without ``requests`` prefill is not counted. Speculative decoding,
     the scheduler's CPU time and preemption are not modelled.
     """
-    alloc = as_allocation(spec)
+    alloc = _server(spec, "decode_throughput", "step_time(...)")
     gpu_ = hardware(gpu)
-    if not alloc.is_inference:
-        raise AllocationError(
-            f"decode_throughput models an inference engine; {alloc.backend} trains",
-            str(alloc),
-            hint="use step_time(...) for fsdp, megatron and archon, or give sglang or vllm",
-        )
     whole("concurrent", concurrent, example="e.g. the rollout's max_concurrent_rollouts, 256")
     whole("context_tokens", context_tokens, example="e.g. prompt + half the response, 4096")
     if requests is not None and not isinstance(requests, RequestLengths):
@@ -173,6 +167,19 @@ def decode_throughput(
     )
 
 
+def _server(spec: ModelAllocation | str, what: str, instead: str) -> ModelAllocation:
+    """``spec`` as an inference engine's layout, or an error saying ``what`` models one
+    and that ``instead`` prices a training backend."""
+    alloc = as_allocation(spec)
+    if not alloc.is_inference:
+        raise AllocationError(
+            f"{what} models an inference engine; {alloc.backend} trains",
+            str(alloc),
+            hint=f"use {instead} for fsdp, megatron and archon, or give sglang or vllm",
+        )
+    return alloc
+
+
 def _prefill_flops(s: Sizes, length: int, layers: float, tp: int) -> float:
     """FLOPs of one token of a ``length``-token sequence prefilled through ``layers``
     layers on one of ``tp`` GPUs: its weights, and causal attention over half the
@@ -198,13 +205,7 @@ def prefill_seconds(
     at once, every layer's FLOPs at the GPU's sustained rate and its two tensor-parallel
     all-reduces of the tokens' activations. Kernel launches and scheduling are not
     counted."""
-    alloc = as_allocation(spec)
-    if not alloc.is_inference:
-        raise AllocationError(
-            f"prefill_seconds models an inference engine; {alloc.backend} trains",
-            str(alloc),
-            hint="use step_time(..., forward_only=True) for fsdp, megatron and archon",
-        )
+    alloc = _server(spec, "prefill_seconds", "step_time(..., forward_only=True)")
     whole("sequences", sequences, example="e.g. the batch's 512 sequences")
     whole("sequence_tokens", sequence_tokens, example="e.g. prompt + response, 4096")
     gpus_per_node(n_gpus_per_node)
