@@ -30,7 +30,7 @@ from areal_conf.rules.context import Context, gpu_memory, pasteable_error
 from areal_conf.rules.engines import parse_engines
 from areal_conf.rules.fit import Outcome, Recheck
 from areal_conf.rules.fixes import FixCheck, check_hint
-from areal_conf.rules.registry import Rule, rules_for
+from areal_conf.rules.registry import LAST_REFUSING, Rule, rules_for
 from areal_conf.settings import Settings, default_settings, optional_settings
 from areal_conf.spec.model_checks import validate_model
 
@@ -260,7 +260,7 @@ def _edited(cfg: Any, edits: tuple[str, ...]) -> Any:
 
 
 def _rechecker(outer: Context) -> Recheck:
-    """The whole check again (up to memory, which is the last that can refuse), on the
+    """The whole check again (up to the last rule that can refuse), on the
     config of ``outer`` with a fix's overrides, for the memory check of ``outer`` to print
     only the fixes that pass it. The GPU's memory is the one the fix was made for, given:
     what does not fit is an error there even when ``outer`` only warns.
@@ -299,14 +299,14 @@ def _check_edited(
     settings: Settings,
     fixing: tuple[str, ...] = (),
 ) -> tuple[Context, tuple[Rule, AllocationError] | None]:
-    """The whole check (up to memory, the last that can refuse) of ``cfg`` with
+    """The whole check (up to the last rule that can refuse) of ``cfg`` with
     ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
     anything. Raises AllocationError when the edited config cannot be read."""
     edited = with_overrides(cfg, overrides)
     run = read_config(edited, choice.rules)
     ctx = Context(Reading(edited, run, choice, settings), fixing=fixing)
     ctx.recheck = _rechecker(ctx)
-    return ctx, _run_checks(ctx, until="memory")
+    return ctx, _run_checks(ctx, until=LAST_REFUSING)
 
 
 def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:

@@ -348,6 +348,11 @@ RULES: Final[tuple[Rule, ...]] = (
 )
 
 
+#: The last rule that can refuse a config: the check of a fix stops there (the rules after
+#: it only predict).
+LAST_REFUSING: Final = "consumer-batch"
+
+
 def rules_for(version: str) -> tuple[Rule, ...]:
     """The rules of AReaL ``version``, in the order AReaL meets them."""
     return tuple(rule for rule in RULES if version in rule.versions)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import ConfigError
-from areal_conf.hints import either, fix
+from areal_conf.hints import fix
 from areal_conf.rules.context import Context
 
 
@@ -71,11 +71,11 @@ def check_rollout_queue(ctx: Context) -> None:
         "AReaL raises \"Inference engine config's queue size is too small: "
         f'{queue} < batch size {asked.batch}" at the first step, after every engine has '
         "started",
-        hint=either(
-            fix(f"rollout.consumer_batch_size={batch}", remark=" (as AReaL's examples set it)"),
-            ", or ",
-            fix(f"rollout.queue_size={asked.batch}"),
-        ),
+        # A consumer batch of the batch also makes the default queue long enough; with
+        # one already, the queue itself is short.
+        hint=fix(f"rollout.consumer_batch_size={batch}", remark=" (as AReaL's examples set it)")
+        if asked.consumer < asked.batch
+        else fix(f"rollout.queue_size={asked.batch}"),
     )
 
 

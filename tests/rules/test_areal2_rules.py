@@ -467,7 +467,7 @@ REJECTED: list[Rejected] = [
             rollout__queue_size=32,
         ),
         "rollout.queue_size",
-        ("32 < batch size 64", "rollout.queue_size=64"),
+        ("32 < batch size 64", "hint: rollout.queue_size=64"),
     ),
     Rejected(
         "queue per rank",  # launched by AReaL's launcher: each of the actor's 4 ranks asks for 32

@@ -10,7 +10,7 @@ from _helpers import ROOT
 
 from areal_conf import AllocationError, validate
 from areal_conf.plan.report import plan_table
-from areal_conf.rules.registry import RULES, TOPICS, rules_for, rules_table
+from areal_conf.rules.registry import LAST_REFUSING, RULES, TOPICS, rules_for, rules_table
 
 
 def test_each_rule_has_its_own_id() -> None:
@@ -47,6 +47,8 @@ def test_a_version_s_rules_keep_the_registry_s_order() -> None:
         assert ids == sorted(ids, key=order.__getitem__)
         # the model and memory at start-up, what the first step meets, then speed
         assert ids[-5:] == ["model", "memory", "rollout-queue", "consumer-batch", "speed"]
+        # a fix's check runs every rule that can refuse: none after LAST_REFUSING does
+        assert ids[ids.index(LAST_REFUSING) + 1 :] == ["speed"]
 
 
 #: A config each rule refuses, under the AReaL version given, and the rule's id.
