@@ -138,15 +138,16 @@ def decode_throughput(
         + 2 * s.h * s.vocab / tp
     )
     compute_s = flops / price.flops
-    tp_s = 0.0
-    if tp > 1:
-        per_node = min(tp, n_gpus_per_node)
-        tp_s = 2 * layers * price.all_reduce(tp, per_node, micro * s.h * 2)
     prefill_s = 0.0
+    prompts = 0.0
     if requests is not None and requests.prompt:
         # the prompts of the micro-batch's replaced requests, through this stage
         prompts = micro / requests.response * requests.prompt
         prefill_s = prompts * _prefill_flops(s, requests.prompt, layers, tp) / price.flops
+    tp_s = 0.0
+    if tp > 1:  # two all-reduces a layer of every token's activations, prompts' too
+        per_node = min(tp, n_gpus_per_node)
+        tp_s = 2 * layers * price.all_reduce(tp, per_node, (micro + prompts) * s.h * 2)
     launches = layers * 6 * KERNEL_LAUNCH_S / 4
     if alloc.backend == "vllm":  # mixed into the step, beside its weight reads
         stage = max(memory_s, compute_s + prefill_s) + tp_s + launches

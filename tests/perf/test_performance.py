@@ -378,12 +378,13 @@ def test_a_continuous_batch_prefills_the_prompts_that_replace_finished_responses
         assert rate(backend, 128, RequestLengths(0, 2048)) == plain
     sglang = [rate("sglang", 128, r) for r in (None, short_prompts, long_prompts)]
     assert sglang[0].tokens_per_s > sglang[1].tokens_per_s > sglang[2].tokens_per_s
-    # A memory-bound step (small batch) hides vLLM's mixed prefill chunks, not SGLang's
-    # prefill batches.
+    # A memory-bound step (small batch) hides the FLOPs of vLLM's mixed prefill chunks,
+    # not SGLang's prefill batches; the prompts' activations cross the tensor-parallel
+    # all-reduces in both.
     small = {b: rate(b, 4, long_prompts) for b in ("sglang", "vllm")}
+    added = {b: small[b].step_s - rate(b, 4, None).step_s for b in small}
     assert small["vllm"].bound == "memory"
-    assert small["vllm"].step_s == rate("vllm", 4, None).step_s
-    assert small["sglang"].step_s > rate("sglang", 4, None).step_s
+    assert 0 < added["vllm"] < added["sglang"]
     with pytest.raises(AllocationError, match="requests must be RequestLengths"):
         rate("sglang", 4, {"prompt": 1, "response": 2})  # type: ignore[arg-type]
     with pytest.raises(AllocationError, match=r"RequestLengths\.response"):
