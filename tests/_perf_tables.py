@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from areal_conf.model.hardware import Hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.parameters import parameter_count
 
@@ -42,7 +43,7 @@ class Row:
     label: str
     spec: str
     model: dict[str, Any]
-    gpu: str
+    gpu: str | Hardware  # a name of HARDWARE, or a GPU with the source's network
     measured_s: float
     flops: float  # the source's FLOPs of one step, for throughput per GPU
     knobs: dict[str, Any] = field(default_factory=dict)
