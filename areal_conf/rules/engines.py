@@ -362,9 +362,10 @@ def _walk(run: RunConfig, start: str, engines: dict[str, EnginePlan], rank: dict
 
 
 def _on_free_gpus(run: RunConfig, name: str, example: str) -> str:
-    """``example`` (a backend such as ``fsdp:d8``) resized to the GPUs of the cluster that
-    the other engines, on GPUs of their own, leave to engine ``name``; as it is when they
-    leave none or cannot be counted."""
+    """``example`` (a backend such as ``sglang:d2t4``) with as many copies as the GPUs of
+    the cluster that the other engines, on GPUs of their own, leave to engine ``name``
+    hold (one copy a GPU when they do not divide); as it is when they leave none or
+    cannot be counted."""
     free = run.cluster.n_nodes * run.cluster.n_gpus_per_node
     for other in run.engines.values():
         if other.name == name or other.strategy.colocated or not isinstance(other.backend, str):
@@ -375,7 +376,11 @@ def _on_free_gpus(run: RunConfig, name: str, example: str) -> str:
             return example
     if free < 1:
         return example
-    return f"{example.partition(':')[0]}:d{free}"
+    shape = parse_backend(example)
+    size = shape.world_size // shape.parallel.dp_size  # one copy: its t, p, c, e
+    if free % size:
+        return f"{shape.backend}:d{free}"
+    return example.replace(f"d{shape.parallel.dp_size}", f"d{free // size}", 1)
 
 
 def _later(
