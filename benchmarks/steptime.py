@@ -259,12 +259,12 @@ def torchtitan_rows() -> list[Row]:
 SWEEP_NETWORK = {"vtrain_micro24": 100 / 8, "bigscience_tr11_prequel": 50 / 8}
 
 
-def sweep_rows() -> tuple[list[Row], dict[str, int]]:
-    """The rows of benchmarks/heldout/layout_sweeps.csv as the model takes them, and the
-    rows left out by reason (an MoE sweep that mixes code versions and dispatchers)."""
+def sweep_rows(name: str = "layout_sweeps.csv") -> tuple[list[Row], dict[str, int]]:
+    """The rows of benchmarks/heldout/``name`` as the model takes them, and the rows left
+    out by reason (an MoE sweep that mixes code versions and dispatchers)."""
     rows: list[Row] = []
     left_out: dict[str, int] = defaultdict(int)
-    with open(HELD_OUT / "layout_sweeps.csv", newline="") as f:
+    with open(HELD_OUT / name, newline="") as f:
         for r in csv.DictReader(f):
             if r["source_id"] == "mcore_moe_modelzoo_qwen3":
                 left_out["Qwen3-235B: 4 layouts of mixed versions, dispatchers and recompute"] += 1
@@ -297,7 +297,7 @@ def sweep_rows() -> tuple[list[Row], dict[str, int]]:
                 "grad_reduce_dtype": "float16" if r["precision"].startswith("fp16") else "float32",
             }
             gpu = HARDWARE["a100"]
-            if r["source_id"] in SWEEP_NETWORK:
+            if r["source_id"] in SWEEP_NETWORK and n["tp"] * n["pp"] * n["dp"] > 8:
                 gpu = dataclasses.replace(gpu, inter_node_gb_per_s=SWEEP_NETWORK[r["source_id"]])
             label = f"{spec.split(':')[1]} mb{n['micro_batch']}"
             rows.append(
@@ -318,11 +318,19 @@ def sweep_rows() -> tuple[list[Row], dict[str, int]]:
 
 def held_out_sweeps() -> None:
     """Per held-out layout sweep, how the model and the baseline rank its layouts and how
-    far off their times are."""
+    far off their times are; vTrain's single-node sweeps (144 of them) by their means."""
     rows, left_out = sweep_rows()
     print("Held out, layout sweeps (benchmarks/heldout/layout_sweeps.md):")
     for reason, count in left_out.items():
         print(f"  left out: {count} rows, {reason}")
+    _sweep_table(rows, each=True)
+    print("vTrain's single-node sweeps (2-8 GPUs, small GPTs), by their means:")
+    _sweep_table(sweep_rows("layout_sweeps_single_node.csv")[0], each=False)
+
+
+def _sweep_table(rows: list[Row], *, each: bool) -> None:
+    """Spearman, top-1 regret, median and worst error of the model and the baseline: per
+    workload (``each``) and their means by source."""
     print(
         f"{'workload':40} {'rows':>4} {'Spearman':>13} {'top-1 regret':>13} {'median err':>13}"
         f" {'worst err':>13}"
@@ -332,6 +340,11 @@ def held_out_sweeps() -> None:
     for row in rows:
         workloads[row.workload].append(row)
     by_source: dict[str, list[list[float]]] = defaultdict(list)
+
+    def line(name: str, count: int, cells: list[float]) -> str:
+        shown = (f"{c:6.2f}" if i < 4 else f"{c:6.0%}" for i, c in enumerate(cells))
+        return f"{name[:40]:40} {count:4} " + " ".join(shown)
+
     for name, chosen in workloads.items():
         measured = [r.measured_s for r in chosen]
         times = {
@@ -347,17 +360,11 @@ def held_out_sweeps() -> None:
         cells += [statistics.median(errors[k]) for k in times]
         cells += [max(errors[k]) for k in times]
         by_source[chosen[0].table].append(cells)
-        print(
-            f"{name[:40]:40} {len(chosen):4} "
-            + " ".join(f"{c:6.2f}" if i < 4 else f"{c:6.0%}" for i, c in enumerate(cells))
-        )
-    print("mean by source")
+        if each:
+            print(line(name, len(chosen), cells))
+    print("mean by source (rows: its workloads)")
     for source, lines in by_source.items():
-        means = [statistics.mean(column) for column in zip(*lines, strict=True)]
-        print(
-            f"{source[:40]:40} {len(lines):4} "
-            + " ".join(f"{c:6.2f}" if i < 4 else f"{c:6.0%}" for i, c in enumerate(means))
-        )
+        print(line(source, len(lines), [statistics.mean(c) for c in zip(*lines, strict=True)]))
 
 
 def held_out() -> None:
