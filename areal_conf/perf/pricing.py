@@ -142,6 +142,18 @@ class Pricer:
         across = 2 * ((nodes - 1) * NETWORK_STEP_S + (nodes - 1) / nodes * nbytes / k / self.inter)
         return inside + across
 
+    def ring_over_nics(self, n: int, per_node: int, nbytes: float) -> float:
+        """All-gather (or reduce-scatter) of ``nbytes`` over ``n`` GPUs that fill their
+        nodes, ``per_node`` a node: NCCL pins each ring channel to a NIC and forms as many
+        rings as the node has NICs (v2.10.3 ``src/graph/search.cc`` L463-467), so the
+        members cross the network together, each channel through its own port, at most
+        NVLink's speed (2 × 8 A100 with 8 HDR NICs: 184 GB/s of all-reduce bus bandwidth
+        against 231 on one node, Microsoft's ``mscclpp`` ``docs/performance-ndmv4.md``)."""
+        if n <= per_node:
+            return self.ring(n, per_node, nbytes, per_node, per_node)
+        link = min(self.intra, self.inter * per_node)
+        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / link
+
     def ring(self, n: int, per_node: int, nbytes: float, busy_per_node: int, g: int) -> float:
         """All-gather (or reduce-scatter) of ``nbytes`` over a ring of ``n`` GPUs. Across
         nodes every member exchanges its shares with the other nodes through its own port,

@@ -412,9 +412,13 @@ def _step(
     # (with sequence parallelism an all-gather before and a reduce-scatter after) ------
     tp_layer = 0.0
     if tp > 1:
-        # Across nodes these run as rings at the port's speed: a group that fills its
-        # nodes leaves no idle port, and each layer's collectives wait on each other.
-        block = 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
+        # A group larger than a node fills its nodes (Megatron places tp fastest): NCCL
+        # runs a ring channel through each of their NICs at once.
+        block = (
+            2 * price.ring_over_nics(tp, tp_per_node, tokens * h * 2)
+            if tp > g
+            else 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
+        )
         # forward, backward, recomputed forward
         passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
         tp_layer = 2 * passes * block

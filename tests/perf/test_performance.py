@@ -232,9 +232,12 @@ def test_a_forward_pass_is_a_third_of_the_training_compute(spec: str) -> None:
 
 
 def test_tensor_parallelism_across_nodes_costs_more_than_within() -> None:
+    """Across two nodes of 4 H100s, NCCL's rings cross through all 4 NICs of a node at
+    once (4 × 50 GB/s, against NVLink's 450 within a node): over twice the time, not the
+    8 times of one port a GPU."""
     inside = step_time("megatron:t8", QWEN_14B, **KNOBS)
     across = step_time("megatron:t8", QWEN_14B, n_gpus_per_node=4, **KNOBS)
-    assert across.tp_comm > 3 * inside.tp_comm
+    assert 2 * inside.tp_comm < across.tp_comm < 3 * inside.tp_comm
 
 
 def test_a_slower_network_slows_data_parallelism_only_across_nodes() -> None:
