@@ -62,7 +62,7 @@ def tests(session: nox.Session, pair: str) -> None:
     # once, in its own environment, before the matrix; so it does the tests that run in
     # virtualenvs of their own, whatever this session's pair.
     only_once = "not cluster and not own_environment"
-    session.run("python", "-m", "pytest", "-m", only_once, *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "auto", "-m", only_once, *session.posargs)
     if session.posargs:  # a selection of tests: skip the application runs
         return
     out = session.create_tmp()

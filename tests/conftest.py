@@ -19,7 +19,14 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.version import VersionBase
+from hypothesis import settings
 from omegaconf.basecontainer import BaseContainer
+
+# Tests never hold code to a wall-clock time (benchmarks/ does): no per-example deadline,
+# which a busy machine running the suite on every core would trip at random; each test's
+# bound is pytest-timeout's.
+settings.register_profile("areal-conf", deadline=None)
+settings.load_profile("areal-conf")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -34,7 +34,8 @@ from _cluster import job_env, run, task, unavailable, write_app
 from _helpers import ROOT, job_dirs
 from hydra.test_utils.test_utils import TSweepRunner
 
-pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
+# One group: with -n, they run one after another in one worker (one Slurm, one Ray).
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.xdist_group("cluster")]
 
 RAY = "hydra/launcher@hydra.launcher.launcher=ray"
 

@@ -26,7 +26,8 @@ from _cluster import job_env, run, run_app, task, unavailable, write_app
 from _helpers import ROOT
 from hydra.test_utils.test_utils import TSweepRunner
 
-pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
+# One group: with -n, they run one after another in one worker (one Slurm, one Ray).
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.xdist_group("cluster")]
 
 HOW = "start a one-node test cluster with `sudo scripts/slurm-test-cluster up` (see its header)"
 SUBMITIT_SLURM = "hydra/launcher@hydra.launcher.launcher=submitit_slurm"
