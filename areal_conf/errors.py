@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -154,6 +154,45 @@ class ConfigError(AllocationError):
 
     def __init__(self, reason: str, *, hint: str | Hint | Fix | Sentence = "") -> None:
         super().__init__(reason, hint=hint)
+
+
+class ErrorAtKey(ConfigError):
+    """A ConfigError at one key of a config (``key``), which an override may have
+    written: :meth:`given_by` finds that override and :meth:`for_override` is the same
+    error with its fix written for it."""
+
+    def given_by(self, overrides: Sequence[str]) -> str | None:
+        """The override of ``overrides`` that writes this error's key (or a key under
+        it), if one does."""
+        key = self.key or ""
+        return next((o for o in overrides if "=" in o and within(override_key(o), key)), None)
+
+    def for_override(self, override: str) -> ErrorAtKey:
+        """The same error, its fix written for the override ``override`` that wrote the
+        key."""
+        return self
+
+
+def container_said(value: object) -> str | None:
+    """How a message names a value that is no plain value: ``null``, ``a section``, ``a
+    list``; None for a plain value (the message shows it itself)."""
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a section"
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return "a list"
+    return None
+
+
+def override_key(override: str) -> str:
+    """The key an override writes (``++a.b=1``: ``a.b``)."""
+    return override.partition("=")[0].lstrip("+~")
+
+
+def within(key: str, section: str) -> bool:
+    """Whether ``key`` is ``section`` or a key under it."""
+    return key == section or key.startswith(section + ".")
 
 
 @contextmanager

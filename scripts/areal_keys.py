@@ -12,6 +12,11 @@ orders them) with what each field holds:
 - ``"Name[]"``: a list of sections of the dataclass ``Name`` (``tuple[Name, ...]``);
 - ``"*"``: a section of any keys (``dict``, ``Any``).
 
+``values`` gives, for each field of a plain type (``bool``, ``int``, ``float``, ``str``,
+or one of them or None), that type, whether it may be null and its default where the
+source writes one as a literal: the types OmegaConf's merge converts a value to, or
+refuses it (``Value 'abc' of type 'str' could not be converted to Float``).
+
 ``experiments`` lists the experiment classes (``BaseExperimentConfig`` and its
 subclasses), whose fields are a config's top-level keys; ``removed`` the keys AReaL
 refuses with a message of its own before the merge (the ``behave_imp_weight_*`` keys
@@ -118,19 +123,18 @@ def _names_in(node: ast.expr) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def read_classes(source: str) -> dict[str, dict[str, str | None]]:
-    """Every dataclass of ``source`` (a module's text): its fields, in order, and what
-    each holds (see :func:`classify`)."""
+def read_fields(source: str) -> dict[str, dict[str, ast.AnnAssign]]:
+    """Every dataclass of ``source`` (a module's text): its fields' statements, in order
+    (inherited ones first, as Python orders them)."""
     tree = ast.parse(source)
     nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and _is_dataclass(n)}
-    names = set(nodes)
-    out: dict[str, dict[str, str | None]] = {}
+    out: dict[str, dict[str, ast.AnnAssign]] = {}
 
-    def fields(name: str) -> dict[str, str | None]:
+    def fields(name: str) -> dict[str, ast.AnnAssign]:
         if name in out:
             return out[name]
         node = nodes[name]
-        found: dict[str, str | None] = {}
+        found: dict[str, ast.AnnAssign] = {}
         for base in node.bases:
             if _name(base) in nodes:
                 found.update(fields(_name(base)))
@@ -143,13 +147,73 @@ def read_classes(source: str) -> dict[str, dict[str, str | None]]:
             head_name = _name(head.value if isinstance(head, ast.Subscript) else head)
             if head_name in ("ClassVar", "InitVar"):
                 continue
-            found[statement.target.id] = classify(head, names)
+            found[statement.target.id] = statement
         out[name] = found
         return found
 
     for name in nodes:
         fields(name)
     return {name: out[name] for name in nodes}
+
+
+def read_classes(source: str) -> dict[str, dict[str, str | None]]:
+    """Every dataclass of ``source``: its fields, in order, and what each holds (see
+    :func:`classify`)."""
+    found = read_fields(source)
+    names = set(found)
+    return {
+        name: {key: classify(statement.annotation, names) for key, statement in fields.items()}
+        for name, fields in found.items()
+    }
+
+
+#: The plain types OmegaConf gives a node of its own (IntegerNode, FloatNode, ...).
+PLAIN = ("bool", "int", "float", "str")
+_NO_DEFAULT = object()
+
+
+def plain_type(annotation: ast.expr) -> tuple[str, bool] | None:
+    """``(type, optional)`` for an annotation of one plain type, alone or with None; None
+    for any other (a section, a list, a union of types, an Enum)."""
+    options = [_name(option) for option in _options(annotation)]
+    optional = "None" in options
+    rest = [option for option in options if option != "None"]
+    if len(rest) == 1 and rest[0] in PLAIN:
+        return rest[0], optional
+    return None
+
+
+def _default(statement: ast.AnnAssign) -> object:
+    """The field's default where it is a literal (``= 1``, ``field(default=1)``)."""
+    value = statement.value
+    if isinstance(value, ast.Call) and _name(value.func) == "field":
+        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+    if value is None:
+        return _NO_DEFAULT
+    try:
+        return ast.literal_eval(value)
+    except ValueError:  # a name or an expression: no literal to show
+        return _NO_DEFAULT
+
+
+def read_values(source: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """For every dataclass of ``source``, its fields of a plain type (see
+    :func:`plain_type`): ``{"type": "float", "optional": false, "default": 1e-05}``
+    (no ``default`` where the source gives none as a literal)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, fields in read_fields(source).items():
+        values: dict[str, dict[str, Any]] = {}
+        for key, statement in fields.items():
+            plain = plain_type(statement.annotation)
+            if plain is None:
+                continue
+            entry: dict[str, Any] = {"type": plain[0], "optional": plain[1]}
+            default = _default(statement)
+            if default is not _NO_DEFAULT:
+                entry["default"] = default
+            values[key] = entry
+        out[name] = values
+    return out
 
 
 def experiments(source: str, classes: dict[str, Any]) -> list[str]:
@@ -223,6 +287,7 @@ def table(source: Path, version: str, commit: str) -> dict[str, Any]:
         "experiments": experiments(text, classes),
         "removed": removed(text),
         "classes": classes,
+        "values": read_values(text),
     }
 
 

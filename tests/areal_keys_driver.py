@@ -8,6 +8,11 @@ dataclass of that module with what each of its fields holds, read from the live 
 ``scripts/areal_keys.py``: null (a value), a dataclass's name, that name with ``[]`` (a
 list of them) or ``*`` (any keys). A second reading of AReaL's classes, by import where
 the generator reads the source text.
+
+With ``--values`` it prints instead the fields whose values OmegaConf converts, as
+OmegaConf itself types them in ``OmegaConf.structured(cls)`` (the merge AReaL's loader
+runs): ``{"type": "float", "optional": false, "default": 0.001}`` (no ``default`` where
+the field has none, or its default is not a plain value).
 """
 
 from __future__ import annotations
@@ -44,7 +49,25 @@ def kind(hint: Any) -> str | None:
     return sections[0] if sections else None
 
 
-def main(load_py: str, areal_src: str) -> int:
+def values(cls: type) -> dict[str, dict[str, Any]]:
+    from omegaconf import BooleanNode, FloatNode, IntegerNode, OmegaConf, StringNode
+
+    names = {BooleanNode: "bool", IntegerNode: "int", FloatNode: "float", StringNode: "str"}
+    found: dict[str, dict[str, Any]] = {}
+    cfg = OmegaConf.structured(cls)
+    for field in dataclasses.fields(cls):
+        node = cfg._get_node(field.name)
+        kind = names.get(type(node))
+        if kind is None:
+            continue
+        entry: dict[str, Any] = {"type": kind, "optional": node._is_optional()}
+        if field.default is not dataclasses.MISSING and field.default != "???":
+            entry["default"] = field.default
+        found[field.name] = entry
+    return found
+
+
+def main(load_py: str, areal_src: str, read_values: bool = False) -> int:
     spec = importlib.util.spec_from_file_location("areal_loader_load", load_py)
     assert spec is not None and spec.loader is not None
     loader = importlib.util.module_from_spec(spec)
@@ -58,6 +81,9 @@ def main(load_py: str, areal_src: str) -> int:
             continue
         if value.__module__ != cli_args.__name__:
             continue
+        if read_values:
+            found[name] = values(value)
+            continue
         hints = typing.get_type_hints(value)
         found[name] = {f.name: kind(hints[f.name]) for f in dataclasses.fields(value)}
     print(json.dumps(found))
@@ -65,4 +91,4 @@ def main(load_py: str, areal_src: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], "--values" in sys.argv[3:]))

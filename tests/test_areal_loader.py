@@ -340,11 +340,13 @@ REPO = Path(__file__).resolve().parent.parent
 MIRROR = os.environ.get("AREAL_MIRROR")
 
 
-def live_classes(src: Path) -> dict[str, Any]:
+def live_classes(src: Path, *flags: str) -> dict[str, Any]:
     """AReaL's config dataclasses as AReaL's source at ``src`` defines them, imported in the
-    loader's environment (tests/areal_keys_driver.py)."""
+    loader's environment (tests/areal_keys_driver.py; ``--values``: the fields whose values
+    OmegaConf converts, as OmegaConf types them)."""
+    driver = REPO / "tests" / "areal_keys_driver.py"
     done = subprocess.run(
-        [str(PYTHON), str(REPO / "tests" / "areal_keys_driver.py"), str(LOADER), str(src)],
+        [str(PYTHON), str(driver), str(LOADER), str(src), *flags],
         capture_output=True,
         text=True,
         timeout=300,
@@ -363,6 +365,70 @@ def test_the_key_table_is_areals_dataclasses() -> None:
     table = areal_keys("2.0")
     assert (SRC / ".areal_commit").read_text().strip() == table.commit
     assert live_classes(SRC) == {name: dict(fields) for name, fields in table.classes.items()}
+
+
+def test_the_value_types_are_omegaconfs_of_areals_dataclasses() -> None:
+    """Each field whose value areal-conf checks has the type and nullability OmegaConf
+    gives it in the merge AReaL's loader runs, and no other field is typed; a default the
+    table shows is the field's."""
+    from areal_conf.config.known_keys import areal_keys
+    from areal_conf.config.known_values import NO_DEFAULT
+
+    live = live_classes(SRC, "--values")
+    table = areal_keys("2.0").values
+    assert {name: set(fields) for name, fields in live.items()} == {
+        name: set(fields) for name, fields in table.items()
+    }
+    for owner, fields in table.items():
+        for name, field in fields.items():
+            seen = live[owner][name]
+            assert (field.type, field.optional) == (seen["type"], seen["optional"]), (owner, name)
+            if field.default is not NO_DEFAULT:
+                assert field.default == seen["default"], (owner, name)
+
+
+#: Values for AReaL's merge and the value check: (overrides, taken), what AReaL's loader
+#: says of gsm8k_grpo.yaml with them; a number for a float, text that reads as a number,
+#: 1 for a bool are taken; text, a fraction for an integer, null where a field is not
+#: optional, a section for a value are not.
+VALUES = [
+    (("actor.optimizer.lr=abc",), False),
+    (("actor.optimizer.lr=1",), True),
+    (("actor.optimizer.lr='1e-5'",), True),
+    (("actor.optimizer.lr=null",), False),
+    (("total_train_epochs=1.5",), False),
+    (("total_train_epochs='3'",), True),
+    (("++actor.disable_dropout=maybe",), False),
+    (("++actor.disable_dropout=1",), True),
+    (("++actor.disable_dropout=yes",), True),
+    (("gconfig.max_new_tokens=1.0",), False),
+    (("++actor.optimizer.warmup_steps=null",), True),
+    (("++actor.optimizer.lr={a: 1}",), False),
+    (("actor.path=3",), True),
+]
+
+
+@pytest.mark.parametrize(("overrides", "taken"), VALUES, ids=[" ".join(v[0]) for v in VALUES])
+def test_areal_takes_the_values_the_value_check_takes(
+    overrides: tuple[str, ...], taken: bool
+) -> None:
+    base = ["scheduler.type=local"]
+    verdict = areal_loads(EXAMPLES / "math" / "gsm8k_grpo.yaml", [*base, *overrides])
+    assert verdict["ok"] is taken, verdict["error_first_line"]
+    argv = [
+        sys.executable,
+        "examples/math/gsm8k_rl.py",
+        "--config",
+        "examples/math/gsm8k_grpo.yaml",
+    ]
+    key = overrides[0].lstrip("+").partition("=")[0]
+    try:
+        check_command([*argv, *base, *overrides], cwd=SRC)
+    except AllocationError as err:
+        assert not taken, f"areal-conf refuses {overrides}, AReaL's loader takes them: {err}"
+        assert err.reason.startswith(f"{key}: "), err.reason  # a key areal-conf reads: its own
+    else:
+        assert taken, f"areal-conf takes {overrides}, AReaL's loader does not"
 
 
 def test_the_generator_writes_the_shipped_table() -> None:
@@ -431,6 +497,18 @@ MISSPELT = [
     Misspelt(
         "removed key", ("+actor.behave_imp_weight_cap=5.0",), "actor.behave_imp_weight_cap", ()
     ),
+    Misspelt(
+        "text for a number",
+        ("actor.optimizer.lr=abc",),
+        "actor.optimizer.lr",
+        ("actor.optimizer.lr=0.001",),
+    ),
+    Misspelt(
+        "a fraction for an integer",
+        ("total_train_epochs=1.5",),
+        "total_train_epochs",
+        ("total_train_epochs=1",),
+    ),
 ]
 
 
@@ -473,8 +551,8 @@ def test_areal_refuses_a_misspelt_yaml_key_and_takes_the_fix(tmp_path: Path) -> 
 
 
 def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
-    """No false alarm: of AReaL's example YAMLs, those the key check refuses are refused
-    by AReaL's loader too (each composed as AReaL composes it; drivers' own classes)."""
+    """No false alarm: of AReaL's example YAMLs, those the key and value check refuses are
+    refused by AReaL's loader too (each composed as AReaL composes it; drivers' own classes)."""
     from areal_conf.config.known_keys import UnknownKey, check_keys
     from areal_conf.hydra.explain import compose_file
 
@@ -483,11 +561,14 @@ def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
     for rel in sorted(table):
         path = SRC / rel
         try:
-            check_keys(compose_file(path, path.name.split(".yaml")[0]), "2.0")
+            wrong_value = check_keys(compose_file(path, path.name.split(".yaml")[0]), "2.0")
         except UnknownKey as err:
             refused.append((rel, err.key))
+            continue
         except AllocationError:
             continue  # Hydra does not compose it here: not the key check's
+        if wrong_value is not None:
+            refused.append((rel, wrong_value.key))
     assert len(table) >= 60
     for rel, key in refused:
         entry = table[rel]

@@ -178,6 +178,25 @@ ROWS = {
         given=("scheduler.type=local",),
         yaml={"scheduler": ["local"]},
     ),
+    # a value AReaL's merge converts, of a key areal-conf does not read otherwise
+    "actor.optimizer.lr=abc": Bad(
+        _check("actor.optimizer.lr=abc"),
+        ("actor.optimizer.lr", "takes a number, not 'abc'", "AReaL's loader refuses"),
+        given=("actor.optimizer.lr=abc",),
+    ),
+    "yaml actor.optimizer.lr: null": Bad(
+        _check(), ("actor.optimizer.lr", "not null"), yaml={"actor.optimizer.lr": None}
+    ),
+    "yaml total_train_epochs: 1.5": Bad(
+        _check(),
+        ("total_train_epochs", "takes an integer, not 1.5"),
+        yaml={"total_train_epochs": 1.5},
+    ),
+    "++actor.disable_dropout=maybe": Bad(
+        _check("++actor.disable_dropout=maybe"),
+        ("actor.disable_dropout", "true or false, not 'maybe'"),
+        given=("++actor.disable_dropout=maybe",),
+    ),
     # a backend that is not a string
     "yaml actor.backend: 8.5": Bad(
         _check(), ("actor.backend", "got a number"), yaml={"actor.backend": 8.5}

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from areal_conf.arguments import optional_path, strings
 from areal_conf.command.argv import AReaLCommand, command_error, parse_areal_command
 from areal_conf.command.process import Finished, run_forwarding
-from areal_conf.config.known_keys import UnknownKey
-from areal_conf.errors import AllocationError
+from areal_conf.errors import AllocationError, ErrorAtKey
 from areal_conf.overrides import format_overrides
 from areal_conf.plan.plan import Plan
 from areal_conf.settings import Settings, optional_settings
@@ -242,7 +241,7 @@ def compose_as_areal(
     name = path.name.split(AREAL_CONFIG_SUFFIX)[0]
     try:
         return compose_file(path, name, given, shown=command.config, areal_version=areal_version)
-    except UnknownKey as err:
+    except ErrorAtKey as err:
         override = err.given_by(given)
         if override is None:
             raise
@@ -269,7 +268,7 @@ def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading
 
     try:
         return read_run(cfg, settings=settings)
-    except UnknownKey as err:
+    except ErrorAtKey as err:
         override = err.given_by(command.overrides)
         if override is None:
             raise

@@ -14,7 +14,10 @@ other section with a ``backend``), ``cluster``, ``scheduler``, ``sglang``, ``vll
 to their subsections (``actor.mb_spec``, ``actor.scheduling_spec.0``). A key is valid
 where any of AReaL's experiment configs (SFT, RW, DPO, PPO, GRPO) has it: ``actor.beta``
 is DPO's. Top-level keys are not checked (an AReaL driver's config class adds its own),
-nor sections only a driver declares, nor the keys under a ``dict`` field.
+nor sections only a driver declares, nor the keys under a ``dict`` field. The values of
+the keys it knows, top-level ones included, are checked as AReaL's merge converts them
+(:mod:`areal_conf.config.known_values`), except in areal-conf's own configs, whose
+schema types them (an engine's ``backend`` may be null there: no such engine).
 
 areal-conf's own configs (those with a ``model`` section, or typed by ``areal_schema``)
 may also have areal-conf's keys: the ``model`` section, ``cluster.gpu_memory_gb`` and an
@@ -34,7 +37,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
-from areal_conf.errors import AllocationError
+from areal_conf.config.known_values import PlainField, WrongValue, written_value, wrong_value
+from areal_conf.errors import ErrorAtKey, override_key
 from areal_conf.hints import Fix, Hint, Sentence, either, fix, sentence
 
 #: What a field holds, in the table: a value (None), a section of a dataclass
@@ -54,6 +58,9 @@ MODEL: Final = "model"
 #: sections and cluster. A test keeps them and the schema's dataclasses equal.
 OWN_ENGINE_KEYS: Final = frozenset({"allocation"})
 OWN_CLUSTER_KEYS: Final = frozenset({"gpu_memory_gb"})
+#: Keys whose values areal-conf parses itself, with messages of their own: their values
+#: are left to that parser.
+PARSED_HERE: Final = frozenset({"backend"})
 #: What to do instead of an areal-conf key in a config that is not areal-conf's own.
 _OWN_KEY_INSTEAD: Final = {
     "gpu_memory_gb": "AREAL_CONF_GPU_MEMORY_GB=80 gives areal-conf a GPU's memory instead, as "
@@ -80,6 +87,8 @@ class KeyTable:
     classes: Mapping[str, Mapping[str, str | None]]
     experiments: tuple[str, ...]  # BaseExperimentConfig and its subclasses
     removed: Removed | None = None
+    #: The fields of a plain type of each class, which AReaL's merge converts.
+    values: Mapping[str, Mapping[str, PlainField]] = dataclasses.field(default_factory=dict)
 
 
 @functools.cache
@@ -96,6 +105,10 @@ def areal_keys(version: str) -> KeyTable:
         removed=Removed(frozenset(gone["keys"]), tuple(gone["sections"]), tuple(gone["message"]))
         if gone
         else None,
+        values={
+            owner: {name: PlainField.of(owner, name, entry) for name, entry in fields.items()}
+            for owner, fields in data["values"].items()
+        },
     )
 
 
@@ -118,6 +131,8 @@ class Section:
     table: KeyTable | None = None
     #: The keys that hold sections of AReaL's dataclasses, and those dataclasses.
     subsections: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: The keys whose values AReaL's merge converts: the field in each class that has it.
+    values: Mapping[str, tuple[PlainField, ...]] = dataclasses.field(default_factory=dict)
 
     def child(self, key: str) -> Section | None:
         """The section under ``key`` (None: a value, or a section of any keys)."""
@@ -148,9 +163,13 @@ class Section:
 def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
     """The section of AReaL's dataclasses ``classes`` (their keys together) at ``path``."""
     fields: dict[str, set[str | None]] = {}
+    values: dict[str, list[PlainField]] = {}
     for name in classes:
         for key, kind in table.classes[name].items():
             fields.setdefault(key, set()).add(kind)
+        for key, plain in table.values.get(name, {}).items():
+            if key not in PARSED_HERE:
+                values.setdefault(key, []).append(plain)
     subsections = {}
     for key, kinds in fields.items():
         wanted = {kind.removesuffix(_LIST) for kind in kinds if kind}
@@ -168,6 +187,7 @@ def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
         own,
         table=table,
         subsections=subsections,
+        values={key: tuple(plain) for key, plain in values.items()},
     )
 
 
@@ -260,7 +280,7 @@ def section_at(cfg: Any, path: str, version: str) -> Section | None:
 # --------------------------------------------------------------------------- the check
 
 
-class UnknownKey(AllocationError):
+class UnknownKey(ErrorAtKey):
     """A key that AReaL's config classes lack at its place. ``right`` is the key it may
     mean (None: none is close) and ``right_present`` whether the config has that key
     already (so an override sets it without ``++``)."""
@@ -268,19 +288,13 @@ class UnknownKey(AllocationError):
     right: str | None = None
     right_present: bool = False
 
-    def given_by(self, overrides: Sequence[str]) -> str | None:
-        """The override of ``overrides`` that writes this error's key (or a key under
-        it), if one does."""
-        key = self.key or ""
-        return next((o for o in overrides if "=" in o and _within(_override_key(o), key)), None)
-
     def for_override(self, override: str) -> UnknownKey:
         """The same error, its fix written for the override ``override`` that wrote the
         key: the same override with the key it may mean."""
         if self.right is None or self.key is None:
             return _unknown(self.reason, f"remove the override {override}", self.key)
         written, _, value = override.partition("=")
-        key = _override_key(written)
+        key = override_key(written)
         moved = self.right + key[len(self.key) :]
         plus = "" if self.right_present and moved == self.right else "++"
         return _unknown(
@@ -308,30 +322,32 @@ def _unknown(
     return error
 
 
-def _override_key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
-
-
-def _within(key: str, section: str) -> bool:
-    return key == section or key.startswith(section + ".")
-
-
-def check_keys(cfg: Any, version: str) -> None:
+def check_keys(cfg: Any, version: str) -> WrongValue | None:
     """Raise :class:`UnknownKey` for the first key of ``cfg`` that AReaL ``version``'s
-    dataclasses lack at its place (see the module docstring)."""
+    dataclasses lack at its place (see the module docstring); return the first value
+    AReaL's merge refuses, if any, for the caller to raise once it has read the keys it
+    reads itself (whose own messages say more)."""
     top = _keys(cfg)
     own_config = MODEL in top
+    root = _root(version)
+    wrong: list[WrongValue] = []
     for name in top:
         node = _child(cfg, name)
+        plain = None if own_config else root.values.get(name)
+        if plain:  # a value of the experiment configs' own (total_train_epochs)
+            _add_refused(wrong, node, name, plain)
         section = top_section(version, name, node)
         if section is not None:
-            _walk(node, name, section, own_config)
+            _walk(node, name, section, own_config, wrong)
+    return wrong[0] if wrong else None
 
 
-def _walk(node: Any, path: str, section: Section, own_config: bool) -> None:
+def _walk(
+    node: Any, path: str, section: Section, own_config: bool, wrong: list[WrongValue]
+) -> None:
     if _is_list(node):
         for i in range(len(node)):
-            _walk(_item(node, i), f"{path}.{i}", section, own_config)
+            _walk(_item(node, i), f"{path}.{i}", section, own_config, wrong)
         return
     if not _is_section(node):
         return
@@ -344,9 +360,20 @@ def _walk(node: Any, path: str, section: Section, own_config: bool) -> None:
             continue
         raise _unknown_key(node, keys, path, key, section, own)
     for key in keys:
+        plain = () if own else section.values.get(key)  # own configs: typed by own schema
+        if plain:
+            _add_refused(wrong, _child(node, key), f"{path}.{key}", plain)
         child = section.child(key) if key in section.fields else None
         if child is not None:
-            _walk(_child(node, key), f"{path}.{key}", child, own_config)
+            _walk(_child(node, key), f"{path}.{key}", child, own_config, wrong)
+
+
+def _add_refused(
+    wrong: list[WrongValue], node: Any, path: str, fields: Sequence[PlainField]
+) -> None:
+    found = wrong_value(node, path, fields)
+    if found is not None:
+        wrong.append(found)
 
 
 def _unknown_key(
@@ -472,7 +499,7 @@ def refused_override(message: str, overrides: Sequence[str]) -> str | None:
     found = _NOT_IN_CONFIG.search(message)
     if found is None:
         return None
-    return next((o for o in overrides if "=" in o and _override_key(o) == found[1]), None)
+    return next((o for o in overrides if "=" in o and override_key(o) == found[1]), None)
 
 
 def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> UnknownKey:
@@ -480,7 +507,7 @@ def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> Unk
     it; None: unknown) lacks, so that Hydra refuses it; ``shown`` names the config. The
     fix is the key it may mean, among the config's keys beside it and AReaL
     ``version``'s; a key AReaL has that the YAML leaves out is added with ``++``."""
-    key = _override_key(override)
+    key = override_key(override)
     value = override.partition("=")[2] or "<value>"
     parent, _, leaf = key.rpartition(".")
     node = _node_at(cfg, parent)
@@ -603,5 +630,4 @@ def _written(node: Any, key: str) -> Any:
         return {k: _written(child, k) for k in _keys(child)}
     if _is_list(child):
         return list(child)  # as a list: overrides do not rewrite it
-    value = getattr(child, "_value", None)
-    return value() if callable(value) else child
+    return written_value(child)

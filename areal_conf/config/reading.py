@@ -114,8 +114,9 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
             cfg,
             hint="pass the composed config itself, e.g. validate(cfg) inside @hydra.main",
         )
-    if keys:  # before any value is read: a misspelt key is the cause of what follows
-        check_keys(cfg, rules.version)
+    # The keys before any value is read: a misspelt key is the cause of what follows. A
+    # value AReaL's merge refuses waits for the reading below, whose messages say more.
+    wrong_value = check_keys(cfg, rules.version) if keys else None
     cluster = read_cluster(cfg)
     scheduler = read_value(cfg, "scheduler", "scheduler")
     if not is_null(scheduler) and not is_mapping(scheduler):
@@ -136,6 +137,9 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         if is_mapping(model_node)
         else {}
     )
+    trainer = read_trainer(cfg, engines, teacher)
+    if wrong_value is not None:
+        raise wrong_value
     return RunConfig(
         rules=rules,
         engines=engines,
@@ -146,7 +150,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         workload=workload,
         model=model,
         own_config="model" in config_keys(cfg),
-        trainer=read_trainer(cfg, engines, teacher),
+        trainer=trainer,
     )
 
 

@@ -28,11 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TextIO, TypeVar, cast
 
-from areal_conf.config.known_keys import UnknownKey
 from areal_conf.config.nodes import unresolvable
 from areal_conf.config.yaml_errors import is_yaml_error, unparsable_yaml
 from areal_conf.config.yaml_limits import UnreadableYaml
-from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.errors import AllocationError, ConfigError, ErrorAtKey
 from areal_conf.hydra.errors import OMEGACONF_ERRORS, chain, defined_in, typed_value_error
 
 T = TypeVar("T")
@@ -235,7 +234,7 @@ def output_may_close() -> Iterator[None]:
 def report(exc: BaseException, argv: Sequence[str] = ()) -> tuple[str, int] | None:
     """The message and exit status :func:`run_validated` gives for ``exc``, or None for
     an error that is not about the config (it keeps its traceback)."""
-    if isinstance(exc, UnknownKey):
+    if isinstance(exc, ErrorAtKey):
         override = exc.given_by(argv)  # the command line wrote the key: fix that override
         return f"error: invalid config\n{exc.for_override(override) if override else exc}", (
             EXIT_INVALID

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from areal_conf.config.known_keys import UnknownKey, refused_override
+from areal_conf.config.known_keys import refused_override
 from areal_conf.config.nodes import is_mapping
 from areal_conf.config.yaml_errors import is_yaml_error, unparsable_yaml
-from areal_conf.errors import AllocationError, ConfigError
+from areal_conf.errors import AllocationError, ConfigError, ErrorAtKey
 from areal_conf.plan.placement import place
 from areal_conf.plan.plan import EnginePlan, Plan
 from areal_conf.plan.report import allocation_report, plan_report
@@ -191,7 +191,7 @@ def explain_config(
     cfg = compose_config(config, overrides, areal_version=version)
     try:
         plan = validate(cfg, settings=settings)
-    except UnknownKey as err:  # an override wrote it: the fix rewrites that override
+    except ErrorAtKey as err:  # an override wrote it: the fix rewrites that override
         override = err.given_by(overrides)
         raise err.for_override(override) if override else err from None
     return plan_report(plan, groups=groups, order=order)

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
         swept_keys,
     )
     from areal_conf.areal.versions import choose_rules
-    from areal_conf.config.known_keys import UnknownKey, missing_key, refused_override
+    from areal_conf.config.known_keys import missing_key, refused_override
     from areal_conf.config.reading import has_engines
+    from areal_conf.errors import ErrorAtKey
     from areal_conf.files import write_atomic
     from areal_conf.hydra.app import NOTHING_STARTED, Interrupted
     from areal_conf.hydra.job_overrides import job_overrides_line, user_override
@@ -39,9 +40,9 @@ _EXPORTS = {
     "check_sweep_sizes": "areal_conf.advise.sweeps",
     "engine_layouts": "areal_conf.advise.sweeps",
     "choose_rules": "areal_conf.areal.versions",
-    "UnknownKey": "areal_conf.config.known_keys",
     "missing_key": "areal_conf.config.known_keys",
     "refused_override": "areal_conf.config.known_keys",
+    "ErrorAtKey": "areal_conf.errors",
     "has_engines": "areal_conf.config.reading",
     "write_atomic": "areal_conf.files",
     "NOTHING_STARTED": "areal_conf.hydra.app",
@@ -62,9 +63,9 @@ _EXPORTS = {
 __all__ = [
     "NOTHING_STARTED",
     "EngineSweep",
+    "ErrorAtKey",
     "Interrupted",
     "Progress",
-    "UnknownKey",
     "alloc",
     "check_ranking",
     "check_sweep_sizes",

@@ -7,9 +7,7 @@ per-engine overrides that replace it, from :mod:`areal_conf.spec.legacy`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError
+from areal_conf.errors import AllocationError, BackendSyntaxError, ConfigError, container_said
 from areal_conf.hints import as_hint, fix
 from areal_conf.spec.allocation import ModelAllocation, ParallelStrategy
 from areal_conf.spec.backends import BACKENDS, join_or
@@ -89,14 +87,8 @@ def not_a_backend_string(
         found = f"{str(spec).lower()} (a boolean)"
     elif isinstance(spec, int | float):
         found = f"a number ({type(spec).__name__})"
-    elif spec is None:
-        found = "null"
-    elif isinstance(spec, Mapping):
-        found = "a section"
-    elif isinstance(spec, Sequence) and not isinstance(spec, str | bytes):
-        found = "a list"
     else:
-        found = type(spec).__name__
+        found = container_said(spec) or type(spec).__name__
     if isinstance(spec, int) and not isinstance(spec, bool) and spec > 0:
         example = f"{example.partition(':')[0]}:d{spec}"  # "8" meant 8 GPUs, most likely
     where = f"{key}: " if key else ""

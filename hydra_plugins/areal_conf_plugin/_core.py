@@ -346,7 +346,7 @@ def _compose_and_validate(
     launched in several batches (the message says so); ``for_later_batches``: what is
     kept stays kept past the end of the current batch."""
     from areal_conf import AllocationError
-    from areal_conf.hydra.plugin_api import Progress, UnknownKey
+    from areal_conf.hydra.plugin_api import ErrorAtKey, Progress
 
     loader = launcher.sweep.loader
     assert loader is not None
@@ -372,7 +372,7 @@ def _compose_and_validate(
                         job.plan = _validate(section)
                     else:
                         job.unvalidated = True
-                except UnknownKey as err:  # the fix rewrites the job's override that wrote it
+                except ErrorAtKey as err:  # the fix rewrites the job's override that wrote it
                     override = err.given_by(ovr)
                     shown = err.for_override(user_override(override)) if override else err
                     job.failure = str(shown)

@@ -1,0 +1,194 @@
+"""The values AReaL's loader converts when it merges a config, checked as it checks them.
+
+AReaL's loader merges the config into its config dataclasses (``OmegaConf.merge`` of
+``OmegaConf.structured(cls)`` and the YAML, ``areal/api/cli_args.py``), and OmegaConf
+converts every value of a field typed ``bool``, ``int``, ``float`` or ``str`` as it
+merges: ``actor.optimizer.lr=abc`` stops the run (``Value 'abc' of type 'str' could not be
+converted to Float``), as does ``total_train_epochs=1.5`` or null for a field that is not
+optional. The types are package data beside the keys (``values`` of
+``areal_conf/data/areal_keys_<version>.json``, read from ``cli_args.py`` by
+``scripts/areal_keys.py``). A value is converted as OmegaConf's node of the type converts
+it (``omegaconf/nodes.py``, ``_validate_and_convert_impl`` of ``IntegerNode``,
+``FloatNode``, ``BooleanNode`` and ``StringNode``, the same in omegaconf 2.3.1 and AReaL's
+2.4.0.dev2), written here in plain Python: the core does not import OmegaConf. A test
+holds the two to AReaL's loader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from areal_conf.errors import ErrorAtKey, container_said
+from areal_conf.hints import Fix, fix
+
+#: A field's type as a message says it.
+_SAID: Final = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "text"}
+#: A value for a field with no default the source writes: AReaL's example of the type.
+_EXAMPLE: Final = {"bool": True, "int": 1, "float": 1.0, "str": "x"}
+NO_DEFAULT: Final = object()
+
+
+@dataclass(frozen=True)
+class PlainField:
+    """A field of one of AReaL's dataclasses whose value OmegaConf converts: its class
+    (``owner``), its type (``bool``, ``int``, ``float``, ``str``), whether it may be null,
+    and its default as ``cli_args.py`` writes it (:data:`NO_DEFAULT`: none written)."""
+
+    owner: str
+    name: str
+    type: str
+    optional: bool
+    default: object = NO_DEFAULT
+
+    @classmethod
+    def of(cls, owner: str, name: str, entry: Mapping[str, Any]) -> PlainField:
+        return cls(owner, name, entry["type"], entry["optional"], entry.get("default", NO_DEFAULT))
+
+    def takes(self, value: Any) -> bool:
+        """Whether AReaL's merge takes ``value`` (plain data; a section is a Mapping, a
+        list a Sequence) for this field."""
+        if value is None:
+            return self.optional
+        return _CONVERTS[self.type](value)
+
+    def said(self) -> str:
+        return _SAID[self.type] + (" or null" if self.optional else "")
+
+    def example(self) -> object:
+        """A value the field takes: its default, else an example of its type."""
+        return _EXAMPLE[self.type] if self.default is NO_DEFAULT else self.default
+
+
+def _converts_to_int(value: Any) -> bool:
+    """IntegerNode: an int or a str ``int()`` reads (not a bool, not a float)."""
+    return type(value) in (int, str) and _reads(int, value)
+
+
+def _converts_to_float(value: Any) -> bool:
+    """FloatNode: a float, an int or a str ``float()`` reads (not a bool)."""
+    return type(value) in (float, int, str) and _reads(float, value)
+
+
+def _converts_to_bool(value: Any) -> bool:
+    """BooleanNode: a bool, any int, a str ``int()`` reads, or yes/y/on/true, no/n/off/false
+    in any case."""
+    if isinstance(value, int):
+        return True
+    if not isinstance(value, str):
+        return False
+    return _reads(int, value) or value.lower() in (
+        "yes",
+        "y",
+        "on",
+        "true",
+        "no",
+        "n",
+        "off",
+        "false",
+    )
+
+
+def _converts_to_str(value: Any) -> bool:
+    """StringNode: anything but a section, a list or bytes."""
+    return not isinstance(value, Mapping | bytes) and not (
+        isinstance(value, Sequence) and not isinstance(value, str)
+    )
+
+
+def _reads(kind: Callable[[Any], Any], value: Any) -> bool:
+    try:
+        kind(value)
+    except ValueError:
+        return False
+    return True
+
+
+_CONVERTS: Final[Mapping[str, Callable[[Any], bool]]] = {
+    "bool": _converts_to_bool,
+    "int": _converts_to_int,
+    "float": _converts_to_float,
+    "str": _converts_to_str,
+}
+
+
+def refusal(path: str, value: Any, fields: Sequence[PlainField]) -> tuple[str, PlainField] | None:
+    """Why AReaL's merge refuses ``value`` at ``path`` (a field of each of ``fields``: the
+    dataclasses that may stand at that place; it is taken when one of them takes it),
+    and the field whose example to write instead; None when it is taken."""
+    if not fields or any(field.takes(value) for field in fields):
+        return None
+    field = fields[0]
+    shown = container_said(value) or repr(value)
+    reason = (
+        f"{path}: AReaL's {field.owner}.{field.name} takes {field.said()}, not {shown}; "
+        "AReaL's loader refuses the config"
+    )
+    return reason, field
+
+
+class WrongValue(ErrorAtKey):
+    """A value AReaL's merge refuses at ``key``. The fix writes the field's default
+    there (``instead``; an example of its type where it has none)."""
+
+    instead: str = ""
+    default: bool = False
+
+    @classmethod
+    def at(cls, key: str, reason: str, field: PlainField) -> WrongValue:
+        instead, default = override_text(field.example()), field.default is not NO_DEFAULT
+        error = cls(reason, hint=_hint(key, instead, default))
+        error.key, error.instead, error.default = key, instead, default
+        return error
+
+    def for_override(self, override: str) -> WrongValue:
+        written = override.partition("=")[0]  # as the override writes the key: ++a.b
+        error = WrongValue(self.reason, hint=_hint(written, self.instead, self.default))
+        error.key, error.instead, error.default = self.key, self.instead, self.default
+        return error
+
+
+def _hint(written: str, instead: str, default: bool) -> Fix:
+    if default:
+        return fix(f"{written}={instead}", lead="write AReaL's default: ")
+    return fix(f"{written}={instead}", lead="write a value of its type, for example: ")
+
+
+def override_text(value: object) -> str:
+    """``value`` as a Hydra override writes it."""
+    from areal_conf.overrides import hydra_value
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return hydra_value(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def wrong_value(node: Any, path: str, fields: Sequence[PlainField]) -> WrongValue | None:
+    """The error for the value ``node`` (a config's node, or plain data) at ``path`` if
+    AReaL's merge refuses it for ``fields``; an interpolation or ``???`` is left alone
+    (OmegaConf converts it when it is read)."""
+    for flag in ("_is_missing", "_is_interpolation"):
+        test = getattr(node, flag, None)
+        if callable(test) and test():
+            return None
+    if isinstance(node, str) and "${" in node:
+        return None
+    refused = refusal(path, written_value(node), fields)
+    return None if refused is None else WrongValue.at(path, *refused)
+
+
+def written_value(node: Any) -> Any:
+    """A node's value as written: None for null, a section or list as it is, a value
+    node's value (a plain value as it is)."""
+    is_none = getattr(node, "_is_none", None)
+    if callable(is_none) and is_none():
+        return None
+    if isinstance(node, Mapping) or (isinstance(node, Sequence) and not isinstance(node, str)):
+        return node
+    value = getattr(node, "_value", None)
+    return value() if callable(value) else node

@@ -1,0 +1,73 @@
+"""The values AReaL's merge converts: areal-conf's plain-Python conversions are
+OmegaConf's own (its nodes, as the merge AReaL's loader runs uses them), on any value;
+tests/test_areal_loader.py holds them to AReaL's loader itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from omegaconf import BooleanNode, FloatNode, IntegerNode, StringNode
+from omegaconf.errors import ValidationError
+
+from areal_conf.config.known_keys import areal_keys
+from areal_conf.config.known_values import NO_DEFAULT, PlainField, refusal
+
+NODES = {"bool": BooleanNode, "int": IntegerNode, "float": FloatNode, "str": StringNode}
+
+#: What a composed config can hold: YAML scalars, text that reads as one, sections, lists.
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["1", "-3", "1e-5", "0x10", "yes", "Off", "N", "TRUE", " 2 ", "1_000", "inf"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+def omegaconf_takes(kind: str, optional: bool, value: Any) -> bool:
+    if isinstance(value, dict | list):  # the merge does not put a container in a value node
+        return False
+    try:
+        NODES[kind](value=value, is_optional=optional)
+    except ValidationError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("kind", list(NODES))
+@pytest.mark.parametrize("optional", [False, True])
+@given(value=values)
+def test_a_value_is_taken_as_omegaconfs_node_takes_it(
+    kind: str, optional: bool, value: Any
+) -> None:
+    field = PlainField("Owner", "name", kind, optional)
+    assert field.takes(value) is omegaconf_takes(kind, optional, value)
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_every_default_is_taken_by_its_own_field(version: str) -> None:
+    """The fix writes a field's default (or an example of its type): it must be taken."""
+    for fields in areal_keys(version).values.values():
+        for field in fields.values():
+            assert field.takes(field.example()), field
+            if field.default is NO_DEFAULT:
+                continue
+            assert refusal("k", field.default, [field]) is None
+
+
+def test_a_value_one_of_the_classes_takes_is_taken() -> None:
+    """Where several of AReaL's classes may stand (actor: PPO's or DPO's), a value any of
+    them takes passes."""
+    strict = PlainField("A", "x", "int", False)
+    loose = PlainField("B", "x", "str", False)
+    assert refusal("s.x", "abc", [strict, loose]) is None
+    refused = refusal("s.x", "abc", [strict])
+    assert refused is not None and refused[0] == (
+        "s.x: AReaL's A.x takes an integer, not 'abc'; AReaL's loader refuses the config"
+    )
