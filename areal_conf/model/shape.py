@@ -356,6 +356,22 @@ def shape_of(model: object) -> ModelShape:
     unknown. What every function taking a ``model`` argument reads it with."""
     if isinstance(model, ModelShape):
         return model
+    if type(model) is dict and "hf_config" not in model:
+        # Sizes written out: the shape depends on them alone, and rankings ask for it once
+        # per layout. A value's type is in the key, as True == 1 would otherwise pass.
+        try:
+            return _shape_of_sizes(tuple((k, type(v), v) for k, v in model.items()))
+        except TypeError:  # an unhashable value: read it below, which says what is wrong
+            pass
+    return _read_shape(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_of_sizes(items: tuple[tuple[Any, type, Any], ...]) -> ModelShape:
+    return _read_shape({key: value for key, _, value in items})
+
+
+def _read_shape(model: object) -> ModelShape:
     shape = model_shape(merge_model(mapping("model", model, example=_MODEL_EXAMPLE)))
     if isinstance(shape, str):
         raise ConfigError(
