@@ -37,7 +37,17 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
-from areal_conf.config.known_values import PlainField, WrongValue, written_value, wrong_value
+from areal_conf.config.known_values import PlainField, WrongValue, wrong_value
+from areal_conf.config.nodes import (
+    child_of,
+    is_written_list,
+    is_written_section,
+    item_of,
+    keys_of,
+    typed_by_areal_conf,
+    written_at,
+    written_node_at,
+)
 from areal_conf.errors import ErrorAtKey, override_key
 from areal_conf.hints import Fix, Hint, Sentence, either, fix, sentence
 
@@ -237,7 +247,7 @@ def top_section(version: str, name: str, node: Any) -> Section | None:
             layout = {key for other in others for key in (*other.fields, *other.own)}
             section = dataclasses.replace(section, left=frozenset(layout - set(section.fields)))
         return section
-    if name not in _NOT_ENGINES and _is_section(node) and "backend" in _keys(node):
+    if name not in _NOT_ENGINES and is_written_section(node) and "backend" in keys_of(node):
         return _section(version, name, _engine_classes(version))
     return None
 
@@ -266,7 +276,7 @@ def section_at(cfg: Any, path: str, version: str) -> Section | None:
     """The section at a dotted ``path`` of ``cfg`` (a list's items by their index), or
     None where the keys are not checked."""
     parts = path.split(".")
-    node = _child(cfg, parts[0]) if _is_section(cfg) and parts[0] in _keys(cfg) else None
+    node = child_of(cfg, parts[0]) if is_written_section(cfg) and parts[0] in keys_of(cfg) else None
     section = top_section(version, parts[0], node)
     for part in parts[1:]:
         if section is None:
@@ -327,12 +337,12 @@ def check_keys(cfg: Any, version: str) -> WrongValue | None:
     dataclasses lack at its place (see the module docstring); return the first value
     AReaL's merge refuses, if any, for the caller to raise once it has read the keys it
     reads itself (whose own messages say more)."""
-    top = _keys(cfg)
+    top = keys_of(cfg)
     own_config = MODEL in top
     root = _root(version)
     wrong: list[WrongValue] = []
     for name in top:
-        node = _child(cfg, name)
+        node = child_of(cfg, name)
         plain = None if own_config else root.values.get(name)
         if plain:  # a value of the experiment configs' own (total_train_epochs)
             _add_refused(wrong, node, name, plain)
@@ -345,14 +355,14 @@ def check_keys(cfg: Any, version: str) -> WrongValue | None:
 def _walk(
     node: Any, path: str, section: Section, own_config: bool, wrong: list[WrongValue]
 ) -> None:
-    if _is_list(node):
+    if is_written_list(node):
         for i in range(len(node)):
-            _walk(_item(node, i), f"{path}.{i}", section, own_config, wrong)
+            _walk(item_of(node, i), f"{path}.{i}", section, own_config, wrong)
         return
-    if not _is_section(node):
+    if not is_written_section(node):
         return
-    own = own_config or _typed_by_areal_conf(node)
-    keys = _keys(node)
+    own = own_config or typed_by_areal_conf(node)
+    keys = keys_of(node)
     for key in keys:
         if key in section.fields or key in section.left:
             continue
@@ -362,10 +372,10 @@ def _walk(
     for key in keys:
         plain = () if own else section.values.get(key)  # own configs: typed by own schema
         if plain:
-            _add_refused(wrong, _child(node, key), f"{path}.{key}", plain)
+            _add_refused(wrong, child_of(node, key), f"{path}.{key}", plain)
         child = section.child(key) if key in section.fields else None
         if child is not None:
-            _walk(_child(node, key), f"{path}.{key}", child, own_config, wrong)
+            _walk(child_of(node, key), f"{path}.{key}", child, own_config, wrong)
 
 
 def _add_refused(
@@ -407,7 +417,7 @@ def _unknown_key(
         )
     right = f"{path}.{relative}"
     present = _has_path(node, relative.split("."))
-    moves = _renamed(full, right, present, _written(node, key))
+    moves = _renamed(full, right, present, written_at(node, key))
     rename = (
         fix(
             *moves,
@@ -437,9 +447,9 @@ def _close(key: str, section: Section, own: bool) -> str | None:
 
 def _has_path(node: Any, parts: Sequence[str]) -> bool:
     for part in parts:
-        if not _is_section(node) or part not in _keys(node):
+        if not is_written_section(node) or part not in keys_of(node):
             return False
-        node = _child(node, part)
+        node = child_of(node, part)
     return True
 
 
@@ -510,10 +520,10 @@ def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> Unk
     key = override_key(override)
     value = override.partition("=")[2] or "<value>"
     parent, _, leaf = key.rpartition(".")
-    node = _node_at(cfg, parent)
-    have = _keys(node) if _is_section(node) else []
+    node = written_node_at(cfg, parent)
+    have = keys_of(node) if is_written_section(node) else []
     section = section_at(cfg, parent, version) if version and parent and cfg is not None else None
-    own = MODEL in _keys(cfg) or _typed_by_areal_conf(node)
+    own = MODEL in keys_of(cfg) or typed_by_areal_conf(node)
     reason = f"{key}: {shown} has no such key, so Hydra cannot override it"
     prefix = f"{parent}." if parent else ""
     known = section.known(own) if section is not None else []
@@ -557,77 +567,3 @@ def _which(section: Section, own: bool) -> str:
     if len(known) <= _LISTED:
         return f"one of its keys: {', '.join(known)}"
     return f"a key {section.describe()} has"
-
-
-def _node_at(cfg: Any, path: str) -> Any:
-    node = cfg
-    for part in path.split(".") if path else ():
-        if _is_list(node) and part.isdigit() and int(part) < len(node):
-            node = _item(node, int(part))
-        elif _is_section(node) and part in _keys(node):
-            node = _child(node, part)
-        else:
-            return None
-    return node
-
-
-# ------------------------------------------------------------------- the config's nodes
-# A config is an OmegaConf DictConfig or any nested mapping. Keys are read as written:
-# nothing is resolved (an interpolation is left to the key that reads it).
-
-
-def _keys(node: Any) -> list[str]:
-    try:
-        return [str(k) for k in node]
-    except Exception:  # a value that is no section after all
-        return []
-
-
-def _child(node: Any, key: str) -> Any:
-    get_node = getattr(node, "_get_node", None)
-    if callable(get_node):
-        return get_node(key)
-    try:
-        return node[key]
-    except Exception:  # a value only the application can resolve: not a section here
-        return None
-
-
-def _item(node: Any, index: int) -> Any:
-    get_node = getattr(node, "_get_node", None)
-    return get_node(index) if callable(get_node) else node[index]
-
-
-def _plain(node: Any) -> bool:
-    """Not null, ``???`` or an interpolation (whose target is checked where it is)."""
-    if node is None:
-        return False
-    for flag in ("_is_none", "_is_missing", "_is_interpolation"):
-        test = getattr(node, flag, None)
-        if callable(test) and test():
-            return False
-    return True
-
-
-def _is_section(node: Any) -> bool:
-    return isinstance(node, Mapping) and _plain(node)
-
-
-def _is_list(node: Any) -> bool:
-    return isinstance(node, Sequence) and not isinstance(node, str | bytes) and _plain(node)
-
-
-def _typed_by_areal_conf(node: Any) -> bool:
-    """A section that areal-conf's schema types (``areal_schema``): an own config."""
-    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
-    return getattr(kind, "__module__", "") == "areal_conf.hydra.structured"
-
-
-def _written(node: Any, key: str) -> Any:
-    """The value under ``key`` as written, as plain data (interpolations unresolved)."""
-    child = _child(node, key)
-    if _is_section(child):
-        return {k: _written(child, k) for k in _keys(child)}
-    if _is_list(child):
-        return list(child)  # as a list: overrides do not rewrite it
-    return written_value(child)

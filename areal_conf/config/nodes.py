@@ -7,6 +7,8 @@ into an AllocationError naming the key. The ``read_*`` coercers read a key as AR
 loader would take it (``"true"`` for a bool, ``"4"`` for an int) or refuse it with the key
 and a fix. OmegaConf's node internals (``_get_node``, ``_value``, ``_is_interpolation``,
 ...) are read without importing OmegaConf, so a plain mapping reads the same.
+The last group (:func:`written_node_at`, :func:`written_at`, ...) reads nodes as written,
+nothing resolved, for the check of a config's keys and values.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from areal_conf.areal.roles import example_backend
+from areal_conf.config.known_values import written_value
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.hints import Fix, either, fix, sentence
 
@@ -278,3 +281,78 @@ def read_text(section: Any, key: str, where: str, default: object) -> object:
     """A string key as written (None: absent); the rules check the value."""
     value = read_value(section, key, where, None)
     return default if value is None else value
+
+
+# ---------------------------------------------------------- nodes as written, unresolved
+# For the check of a config's keys and values (:mod:`areal_conf.config.known_keys`): a
+# config is an OmegaConf DictConfig or any nested mapping, read as written; nothing is
+# resolved (an interpolation is left to the key that reads it).
+
+
+def written_node_at(cfg: Any, path: str) -> Any:
+    node = cfg
+    for part in path.split(".") if path else ():
+        if is_written_list(node) and part.isdigit() and int(part) < len(node):
+            node = item_of(node, int(part))
+        elif is_written_section(node) and part in keys_of(node):
+            node = child_of(node, part)
+        else:
+            return None
+    return node
+
+
+def keys_of(node: Any) -> list[str]:
+    try:
+        return [str(k) for k in node]
+    except Exception:  # a value that is no section after all
+        return []
+
+
+def child_of(node: Any, key: str) -> Any:
+    get_node = getattr(node, "_get_node", None)
+    if callable(get_node):
+        return get_node(key)
+    try:
+        return node[key]
+    except Exception:  # a value only the application can resolve: not a section here
+        return None
+
+
+def item_of(node: Any, index: int) -> Any:
+    get_node = getattr(node, "_get_node", None)
+    return get_node(index) if callable(get_node) else node[index]
+
+
+def is_plain(node: Any) -> bool:
+    """Not null, ``???`` or an interpolation (whose target is checked where it is)."""
+    if node is None:
+        return False
+    for flag in ("_is_none", "_is_missing", "_is_interpolation"):
+        test = getattr(node, flag, None)
+        if callable(test) and test():
+            return False
+    return True
+
+
+def is_written_section(node: Any) -> bool:
+    return isinstance(node, Mapping) and is_plain(node)
+
+
+def is_written_list(node: Any) -> bool:
+    return isinstance(node, Sequence) and not isinstance(node, str | bytes) and is_plain(node)
+
+
+def typed_by_areal_conf(node: Any) -> bool:
+    """A section that areal-conf's schema types (``areal_schema``): an own config."""
+    kind = getattr(getattr(node, "_metadata", None), "object_type", None)
+    return getattr(kind, "__module__", "") == "areal_conf.hydra.structured"
+
+
+def written_at(node: Any, key: str) -> Any:
+    """The value under ``key`` as written, as plain data (interpolations unresolved)."""
+    child = child_of(node, key)
+    if is_written_section(child):
+        return {k: written_at(child, k) for k in keys_of(child)}
+    if is_written_list(child):
+        return list(child)  # as a list: overrides do not rewrite it
+    return written_value(child)
