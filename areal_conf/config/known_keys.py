@@ -40,6 +40,7 @@ from typing import Any, Final
 from areal_conf.config.known_values import PlainField, WrongValue, wrong_value
 from areal_conf.config.nodes import (
     child_of,
+    children_of,
     is_written_list,
     is_written_section,
     item_of,
@@ -362,20 +363,20 @@ def _walk(
     if not is_written_section(node):
         return
     own = own_config or typed_by_areal_conf(node)
-    keys = keys_of(node)
-    for key in keys:
+    children = children_of(node)
+    for key in children:
         if key in section.fields or key in section.left:
             continue
         if own and key in section.own:
             continue
-        raise _unknown_key(node, keys, path, key, section, own)
-    for key in keys:
+        raise _unknown_key(node, list(children), path, key, section, own)
+    for key, value in children.items():
         plain = () if own else section.values.get(key)  # own configs: typed by own schema
         if plain:
-            _add_refused(wrong, child_of(node, key), f"{path}.{key}", plain)
+            _add_refused(wrong, value, f"{path}.{key}", plain)
         child = section.child(key) if key in section.fields else None
         if child is not None:
-            _walk(child_of(node, key), f"{path}.{key}", child, own_config, wrong)
+            _walk(value, f"{path}.{key}", child, own_config, wrong)
 
 
 def _add_refused(

@@ -117,8 +117,11 @@ def refusal(path: str, value: Any, fields: Sequence[PlainField]) -> tuple[str, P
     """Why AReaL's merge refuses ``value`` at ``path`` (a field of each of ``fields``: the
     dataclasses that may stand at that place; it is taken when one of them takes it),
     and the field whose example to write instead; None when it is taken."""
-    if not fields or any(field.takes(value) for field in fields):
+    if not fields:
         return None
+    for field in fields:
+        if field.takes(value):
+            return None
     field = fields[0]
     shown = container_said(value) or repr(value)
     reason = (
@@ -172,13 +175,24 @@ def wrong_value(node: Any, path: str, fields: Sequence[PlainField]) -> WrongValu
     """The error for the value ``node`` (a config's node, or plain data) at ``path`` if
     AReaL's merge refuses it for ``fields``; an interpolation or ``???`` is left alone
     (OmegaConf converts it when it is read)."""
-    for flag in ("_is_missing", "_is_interpolation"):
-        test = getattr(node, flag, None)
-        if callable(test) and test():
+    raw = getattr(node, "_value", None)
+    if callable(raw) and not callable(getattr(node, "_get_node", None)):
+        # A value node: its own value, read once (its _is_missing and _is_interpolation
+        # each read it again, the larger part of a check that runs on every value).
+        value = raw()
+        if isinstance(value, str) and (value == "???" or "${" in value):
             return None
-    if isinstance(node, str) and "${" in node:
-        return None
-    refused = refusal(path, written_value(node), fields)
+    elif isinstance(node, str):
+        if "${" in node:
+            return None
+        value = node
+    else:  # a section or list (a config's, or plain data), or a plain value
+        for flag in ("_is_missing", "_is_interpolation"):
+            test = getattr(node, flag, None)
+            if callable(test) and test():
+                return None
+        value = written_value(node)
+    refused = refusal(path, value, fields)
     return None if refused is None else WrongValue.at(path, *refused)
 
 

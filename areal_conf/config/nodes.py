@@ -318,6 +318,16 @@ def child_of(node: Any, key: str) -> Any:
         return None
 
 
+def children_of(node: Any) -> dict[str, Any]:
+    """A section's keys (as text) and their nodes, as written. A DictConfig's own table
+    of them is read at once: asking it for each node by key (``_get_node``) checks the
+    key every time, the larger part of a config's key and value check."""
+    content = getattr(node, "_content", None)
+    if isinstance(content, dict) and callable(getattr(node, "_get_node", None)):
+        return {str(key): child for key, child in content.items()}
+    return {key: child_of(node, key) for key in keys_of(node)}
+
+
 def item_of(node: Any, index: int) -> Any:
     get_node = getattr(node, "_get_node", None)
     return get_node(index) if callable(get_node) else node[index]

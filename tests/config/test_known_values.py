@@ -71,3 +71,31 @@ def test_a_value_one_of_the_classes_takes_is_taken() -> None:
     assert refused is not None and refused[0] == (
         "s.x: AReaL's A.x takes an integer, not 'abc'; AReaL's loader refuses the config"
     )
+
+
+INT = [PlainField("A", "n", "int", False)]
+
+
+@pytest.mark.parametrize(
+    ("written", "refused"),
+    [
+        ("${other}", False),  # an interpolation: converted where it is read
+        ("???", False),  # missing: AReaL's loader says so itself
+        ("abc", True),
+        (3, False),
+        ({"a": 1}, True),  # a section where a value goes
+        ([1], True),
+        (None, True),
+    ],
+)
+def test_a_value_is_read_from_a_config_node_as_written(written: Any, refused: bool) -> None:
+    """The check reads a composed config's nodes as written, and plain data alike."""
+    from omegaconf import OmegaConf
+
+    from areal_conf.config.known_values import wrong_value
+
+    cfg = OmegaConf.create({"n": written, "other": "abc"})
+    node = cfg._get_node("n")
+    assert (wrong_value(node, "s.n", INT) is not None) is refused
+    # Plain data has no missing value: "???" is text there.
+    assert (wrong_value(written, "s.n", INT) is not None) is (refused or written == "???")
