@@ -171,7 +171,7 @@ HELD_OUT_MODELS |= {
 #: Held-out models that areal-conf's table of known models has.
 KNOWN_IDS = {"llama3_8b": "meta-llama/Llama-3.1-8B", "llama3_70b": "meta-llama/Llama-3.1-70B"}
 #: torchtitan's activation checkpointing, as the model's recompute modes.
-RECOMPUTE = {"no": "none", "selective op": "selective", "full": "full"}
+RECOMPUTE = {"no": "none", "selective op": "op", "full": "full"}
 #: What Megatron-Bridge's performance recipes set that the tables do not print.
 RECIPE_KNOBS: dict[str, Any] = {
     "overlap_grad_reduce": True,

@@ -296,6 +296,7 @@ def read_engine(
     agent = read_value(node, "agent", at("agent"))
     specs, specs_problem = _specs(node, at("scheduling_spec"))
     backend = read_value(node, "backend", at("backend"))
+    dtype = read_text(node, "dtype", at("dtype"), d["dtype"])
     return EngineSection(
         name=name,
         section=section,
@@ -323,14 +324,11 @@ def read_engine(
         if is_mapping(mb_spec)
         else None,
         attn_impl=str(read_text(node, "attn_impl", at("attn_impl"), "flash_attention_2")),
-        dtype=read_text(node, "dtype", at("dtype"), d["dtype"]),
-        grad_reduce_dtype=str(
-            read_text(node, "grad_reduce_dtype", at("grad_reduce_dtype"), "float32")
-        ),
+        dtype=dtype,
         optimizer_dtype=read_text(
             node, "optimizer_dtype", at("optimizer_dtype"), d["optimizer_dtype"]
         ),
-        **backend_knobs(node, section, backend),
+        **backend_knobs(node, section, backend, dtype),
         path=read_value(node, "path", at("path")),
         kl_ctl=read_number(node, "kl_ctl", at("kl_ctl")),
         weight_update_mode=read_text(

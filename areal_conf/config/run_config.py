@@ -80,7 +80,10 @@ class EngineSection:
     #: Keys the engine sets that change its speed but the step-time model does not price
     #: (``actor.megatron.fp8_config``), for the plan to say so.
     unpriced: tuple[str, ...] = ()
-    recompute_granularity: str = "full"
+    recompute_granularity: str = "full"  # megatron.recompute_granularity
+    #: What Archon recomputes with gradient_checkpointing (archon.ac_mode and
+    #: selective_ac_option): "op" (its default: op-level), "full" or "none".
+    archon_recompute: str = "op"
     bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
     path: object = None
     # the actor's keys of the RL rules
@@ -134,6 +137,28 @@ class EngineSection:
         if self.use_decoupled_loss:
             return self.prox_logp_method not in ("loglinear", "reuse_train_logp")
         return self.recompute_logprob
+
+    def recompute(self, backend: str) -> str:
+        """What this engine recomputes in the backward on ``backend``: ``"none"`` without
+        ``gradient_checkpointing``; else Megatron's ``recompute_granularity`` (``"full"``
+        or ``"selective"``, the attention core), Archon's ``ac_mode`` (``"op"`` by
+        default), whole layers (``"full"``) on FSDP."""
+        if not self.gradient_checkpointing:
+            return "none"
+        if backend == "megatron":
+            return "selective" if self.recompute_granularity == "selective" else "full"
+        if backend == "archon":
+            return self.archon_recompute
+        return "full"
+
+    def full_recompute(self, backend: str) -> tuple[tuple[str, str], ...]:
+        """The overrides after which this engine recomputes whole layers on ``backend``."""
+        out = [] if self.gradient_checkpointing else [(self.key("gradient_checkpointing"), "true")]
+        if backend == "megatron" and self.recompute_granularity != "full":
+            out.append((self.key("megatron.recompute_granularity"), "full"))
+        if backend == "archon" and self.archon_recompute != "full":
+            out.append((self.key("archon.ac_mode"), "full"))
+        return tuple((f"++{key}", value) for key, value in out)
 
     def key(self, name: str) -> str:
         """The full config key of one of this engine's keys, e.g. ``teacher.rollout.backend``."""

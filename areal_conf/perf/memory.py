@@ -30,7 +30,10 @@ size and ``f`` the FFN size over ``h`` (4 in the paper, which gives its 34):
 - tensor parallel: ``sbh(10 + (8 + 4f)/t + 5as/(ht))``;
 - tensor and sequence parallel: ``sbh((18 + 4f)/t + 5as/(ht))``;
 - full recomputation: ``2sbh`` per layer (``/t`` with sequence parallelism), plus one
-  layer's activations while it is recomputed.
+  layer's activations while it is recomputed;
+- op-level checkpointing (Archon's default): the saved input, queries, values (as wide
+  as the queries: an upper bound), attention output, first MLP matmul and output,
+  ``2sbh(5 + f)``, ``/t`` with sequence parallelism, plus one layer being recomputed.
 
 With flash attention (the default) the ``5as/h`` attention scores are not stored. The
 first pipeline stage holds ``pp`` micro-batches of ``num_layers/pp`` layers, i.e. all
@@ -49,9 +52,7 @@ GPU of an instance. The two servers take their fraction of different things:
   pre_model_load_memory × (1 − mem_fraction_static)``, the latter measured after
   ``init_torch_distributed``, ``model_runner.py:999``);
 - vLLM (0.19.1): of the whole GPU, ``gpu_memory_utilization × gpu_memory``
-  (``v1/worker/utils.py:408``), which must be free once the CUDA context and NCCL are up
-  (``utils.py:412``: "Free memory on device ... is less than desired GPU memory
-  utilization").
+  (``v1/worker/utils.py:408``), free once the CUDA context and NCCL are up (``:412``).
 
 A server whose KV cache cannot hold one request (the prompt, ``train_dataset.max_length``,
 plus ``gconfig.max_new_tokens``) does not fit: with no token of room SGLang refuses to
@@ -102,13 +103,8 @@ from areal_conf.spec.parser import as_allocation
 GB: Final = 1e9  # the papers' unit, and cluster.gpu_memory_gb's
 
 TERMS: Final = (
-    "weights",
-    "grads",
-    "optimizer",
-    "activations",
-    "kv_cache",
-    "cuda_context",
-    "comm_buffers",
+    *("weights", "grads", "optimizer", "activations"),
+    *("kv_cache", "cuda_context", "comm_buffers"),
 )
 #: The terms every process holds, whatever its engine does.
 PROCESS_TERMS: Final = ("cuda_context", "comm_buffers")
@@ -151,8 +147,8 @@ _DTYPE_BYTES: Final = {
     "fp8_e5m2": 1,
 }
 
-Recompute = Literal["none", "full"]
-RECOMPUTE: Final = ("none", "full")
+Recompute = Literal["none", "op", "full"]
+RECOMPUTE: Final = ("none", "op", "full")
 
 
 @dataclass(frozen=True)
@@ -277,6 +273,8 @@ def activation_bytes_per_layer(
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
     f = 4.0 if ffn_hidden_size is None else ffn_hidden_size / h
+    if recompute == "op":
+        return 2 * sbh * (5 + f) / (tp if sequence_parallel else 1)
     s_attn = s if attention_seq_len is None else attention_seq_len
     scores = 0.0 if flash_attention else sbh * 5 * a * s_attn / (h * tp)
     if sequence_parallel or tp == 1:
@@ -356,7 +354,8 @@ def estimate(
     - ``is_critic``: a value head (one output) instead of the vocabulary (AReaL's key);
     - ``tokens_per_microbatch``: ``mb_spec.max_tokens_per_mb`` (default None: one
       sequence of ``max_seq_len``; unknown too: activations are not counted, a note says so);
-    - ``recompute``: ``"full"`` when ``gradient_checkpointing`` is on (default off);
+    - ``recompute``: ``"full"`` when ``gradient_checkpointing`` is on (default off),
+      ``"op"`` for Archon's op-level checkpointing;
     - ``sequence_parallel``: default ``tp > 1``, as AReaL's Megatron engine sets it;
     - ``flash_attention``: ``attn_impl`` is ``flash_attention_2`` (AReaL's default);
     - ``distributed_optimizer``: ``megatron.ddp.use_distributed_optimizer`` (default on);
@@ -382,7 +381,7 @@ def estimate(
         "tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384, or None"
     )
     recompute = choice(  # type: ignore[assignment]
-        "recompute", recompute, RECOMPUTE, hint='"full" with gradient_checkpointing, else "none"'
+        "recompute", recompute, RECOMPUTE, hint='"full" (gradient_checkpointing), "op" or "none"'
     )
     sequence_parallel = optional_flag("sequence_parallel", sequence_parallel)
     flash_attention = flag("flash_attention", flash_attention)
@@ -534,8 +533,8 @@ def _activations(
     if not backward:
         return layer("none") + logits  # a forward pass keeps one layer at a time
     # The first stage holds pp micro-batches of num_layers/pp layers: num_layers in all.
-    if recompute == "full":
-        return m.num_layers * layer("full") + layer("none") + logits
+    if recompute != "none":
+        return m.num_layers * layer(recompute) + layer("none") + logits
     return m.num_layers * layer("none") + logits
 
 

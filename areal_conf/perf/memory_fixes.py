@@ -43,6 +43,9 @@ class Member:
     follows: bool = True
     offloaded: bool = False
     shape: ModelShape | None = None  # its own model when it differs from the group's
+    #: The overrides after which it recomputes whole layers (None: turning on
+    #: gradient_checkpointing does).
+    full_recompute: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,15 @@ def fix_candidates(
 
     def extra(change: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         if change.get("recompute") == "full":
-            return tuple((f"++{m.name}.gradient_checkpointing", "true") for m in needs_recompute)
+            return tuple(
+                override
+                for m in needs_recompute
+                for override in (
+                    m.full_recompute
+                    if m.full_recompute is not None
+                    else ((f"++{m.name}.gradient_checkpointing", "true"),)
+                )
+            )
         return ()
 
     def relayout(layout: ModelAllocation) -> tuple[tuple[str, str], ...] | None:

@@ -31,7 +31,7 @@ from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_thro
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.pricing import gpus_per_node
 from areal_conf.perf.rl_step import compose
-from areal_conf.perf.speed import TrainingStep
+from areal_conf.perf.speed import TrainingStep, memory_recompute, recomputing
 from areal_conf.perf.step_time import RECOMPUTE, Recompute, StepTime, step_time
 from areal_conf.perf.workload import StepWorkload, rl_workload
 from areal_conf.spec.allocation import ModelAllocation
@@ -79,8 +79,9 @@ def rank_layouts(
     by predicted step time; those that do not fit follow, also by step time, unless
     ``fits_only`` leaves them out. ``top`` keeps the first ``top``. ``max_tp`` caps tp and
     etp (default: ``n_gpus_per_node``, tensor parallelism within a node). ``recompute``
-    ``"selective"`` applies to Megatron; the other backends recompute whole layers, as
-    AReaL's do. Other ``knobs`` go to :func:`areal_conf.perf.step_time.step_time`.
+    ``"selective"`` applies to Megatron and ``"op"`` to Archon; the other backends
+    recompute whole layers, as AReaL's do. Other ``knobs`` go to
+    :func:`areal_conf.perf.step_time.step_time`.
     """
     whole("tokens_per_step", tokens_per_step, example="e.g. tokens_per_step=1_048_576")
     whole("tokens_per_microbatch", tokens_per_microbatch, example="e.g. 16384")
@@ -91,7 +92,7 @@ def rank_layouts(
         optimizer_steps=1,
         tokens_per_microbatch=tokens_per_microbatch,
         knobs=knobs,
-        recompute_granularity=None if recompute == "none" else recompute,
+        recompute_by_backend=recomputing(recompute),
     )
     return rank_training(
         step,
@@ -102,7 +103,7 @@ def rank_layouts(
         n_gpus_per_node=n_gpus_per_node,
         max_tp=max_tp,
         gpu_memory_gb=gpu_memory_gb,
-        memory_knobs=_recompute_memory(recompute),
+        memory_knobs={"recompute": memory_recompute(step.recompute(backend))},
         fits_only=fits_only,
         top=top,
     )
@@ -143,13 +144,8 @@ def _recompute(recompute: object) -> Recompute:
         "recompute",
         recompute,
         RECOMPUTE,
-        hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
+        hint='"none", "selective" (the attention core), "op" (op-level) or "full" (whole layers)',
     )
-
-
-def _recompute_memory(recompute: Recompute) -> dict[str, Any]:
-    """The memory estimate's ``recompute`` knob for ``recompute`` (full or none)."""
-    return {"recompute": "full" if recompute == "full" else "none"}
 
 
 def rank_training(
@@ -378,9 +374,7 @@ def rl_split(
         if not fastest:
             continue
         decode = fastest[0]
-        trains = _fastest(
-            actor_step, actor_backend, actor_gpus, mapping, gpu_, n_gpus_per_node, recompute
-        )
+        trains = _fastest(actor_step, actor_backend, actor_gpus, mapping, gpu_, n_gpus_per_node)
         if trains is None:
             continue
         critic_layout, critic_s = None, 0.0
@@ -454,7 +448,7 @@ def _rl_step(
         optimizer_steps=work.optimizer_steps(ppo_n_minibatches),
         tokens_per_microbatch=microbatch,
         workload=work,
-        recompute_granularity=None if recompute == "none" else recompute,
+        recompute_by_backend=recomputing(recompute),
     )
 
 
@@ -472,9 +466,7 @@ def _critic_time(
     if critic.layout is not None:
         spec = critic.layout
     else:
-        fastest = _fastest(
-            step, critic.backend, actor_gpus, mapping, gpu, n_gpus_per_node, critic.recompute
-        )
+        fastest = _fastest(step, critic.backend, actor_gpus, mapping, gpu, n_gpus_per_node)
         if fastest is None:
             return None
         spec = fastest.spec
@@ -527,7 +519,6 @@ def _fastest(
     mapping: Mapping[str, Any],
     gpu: Hardware,
     n_gpus_per_node: int,
-    recompute: Recompute,
 ) -> RankedLayout | None:
     """The fastest ``backend`` layout on ``gpus`` GPUs that fits (None: none fits)."""
     ranked = rank_training(
@@ -537,7 +528,7 @@ def _fastest(
         mapping,
         gpu=gpu,
         n_gpus_per_node=n_gpus_per_node,
-        memory_knobs=_recompute_memory(recompute),
+        memory_knobs={"recompute": memory_recompute(step.recompute(backend))},
         fits_only=True,
         top=1,
     )

@@ -5,7 +5,8 @@ One training step of AReaL trains an engine on one batch, whose sequences, lengt
 optimizer steps depend on the trainer (RL, SFT, RW, DPO): :mod:`areal_conf.perf.workload`.
 Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
 sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
-``recompute_granularity``). Only engines with an optimizer (actor, critic) get a time;
+``recompute_granularity``; Archon: ``ac_mode``). Only engines with an optimizer (actor,
+critic) get a time;
 :meth:`TrainingStep.seconds` with ``forward_only`` prices a forward pass over the same
 batch (the PPO critic's values pass). A value head (critic, reward model) is priced as the language
 model's output layer.
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from areal_conf.config.run_config import EngineSection, RunConfig
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape
-from areal_conf.perf.step_time import StepTime, step_time
+from areal_conf.perf.step_time import Recompute, StepTime, step_time
 from areal_conf.perf.workload import NoWorkload, StepWorkload, step_workload
 from areal_conf.spec.allocation import ModelAllocation
+from areal_conf.spec.backends import TRAINING_BACKENDS
 
 #: The GPU the step time assumes when none is named (``--gpu``, ``AREAL_CONF_GPU``).
 DEFAULT_GPU: Final = "h100"
@@ -38,18 +40,14 @@ class TrainingStep:
     #: What the batch is (None: tokens given directly, as ``layouts --rank`` gives them).
     workload: StepWorkload | None = None
     knobs: Mapping[str, Any] = field(default_factory=dict)
-    #: gradient_checkpointing's granularity (None: off); only Megatron recomputes
-    #: selectively, every other backend recomputes whole layers.
-    recompute_granularity: str | None = None
+    #: What the backward recomputes, by training backend (absent: nothing).
+    recompute_by_backend: Mapping[str, str] = field(default_factory=dict)
     #: Keys of the engine that change its speed and are not priced (said with the step).
     unpriced: tuple[str, ...] = ()
 
-    def recompute(self, backend: str) -> str:
-        if self.recompute_granularity is None:
-            return "none"
-        if backend == "megatron" and self.recompute_granularity == "selective":
-            return "selective"
-        return "full"
+    def recompute(self, backend: str) -> Recompute:
+        # step_time checks the value
+        return cast("Recompute", self.recompute_by_backend.get(backend, "none"))
 
     @property
     def tokens_per_optimizer_step(self) -> int:
@@ -76,7 +74,7 @@ class TrainingStep:
             n_gpus_per_node=n_gpus_per_node,
             tokens_per_step=tokens,
             tokens_per_microbatch=min(self.tokens_per_microbatch, max(1, share)),
-            recompute=self.recompute(alloc.backend),  # type: ignore[arg-type]
+            recompute=self.recompute(alloc.backend),
             forward_only=forward_only,
             **self.knobs,
         )
@@ -162,11 +160,25 @@ def training_step(
         tokens_per_microbatch=work.microbatch(engine.tokens_per_mb),
         workload=work,
         knobs=knobs,
-        recompute_granularity=(
-            engine.recompute_granularity if engine.gradient_checkpointing else None
-        ),
+        recompute_by_backend={backend: engine.recompute(backend) for backend in TRAINING_BACKENDS},
         unpriced=engine.unpriced,
     )
+
+
+def recomputing(mode: Recompute) -> dict[str, Recompute]:
+    """One recomputation as each training backend runs it: ``"selective"`` on Megatron,
+    ``"op"`` on Archon, whole layers on the others (AReaL's choices); nothing for
+    ``"none"``."""
+    if mode == "none":
+        return {}
+    native = {"selective": "megatron", "op": "archon"}.get(mode)
+    return {b: mode if mode == "full" or b == native else "full" for b in TRAINING_BACKENDS}
+
+
+def memory_recompute(mode: str) -> str:
+    """The memory estimate's ``recompute`` for a step's: Megatron's selective
+    recomputation drops only the attention scores, which flash attention does not keep."""
+    return "none" if mode == "selective" else mode
 
 
 def gpu_for_speed(name: str | None) -> tuple[Hardware, str]:

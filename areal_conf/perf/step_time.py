@@ -13,7 +13,9 @@ routed experts plus the shared expert, the router) and runs causal attention (``
 FLOPs for ``a`` heads of size ``d`` over a context ``S``: half of the ``S×S`` scores are
 masked out and flash attention skips them). The backward pass costs twice the forward's
 matrix FLOPs (attention 2.5×: flash attention's backward recomputes the scores); full
-recomputation runs the forward again, selective recomputation the attention core again.
+recomputation runs the forward again, selective recomputation the attention core again,
+op-level checkpointing (Archon's default: PyTorch saves the attention and every second
+matmul) half the matmuls, the grouped expert GEMMs and the memory-bound kernels again.
 The output layer adds ``2·h·V`` per token on the last pipeline stage. Everything a
 micro-batch does on one GPU is split as Megatron splits it: by ``tp`` (and ``cp`` for the
 tokens), the experts' weights by ``ep×etp``, an expert shard running the tokens of its
@@ -142,8 +144,15 @@ from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import MAX_SIZE
 from areal_conf.spec.parser import as_allocation
 
-Recompute = Literal["none", "selective", "full"]
-RECOMPUTE: Final = ("none", "selective", "full")
+Recompute = Literal["none", "selective", "op", "full"]
+RECOMPUTE: Final = ("none", "selective", "op", "full")
+#: The forward passes' tensor-parallel collectives a recomputation runs again.
+RECOMPUTED_COLLECTIVES: Final[dict[str, float]] = {
+    "none": 0.0,
+    "selective": 0.0,
+    "op": 0.5,
+    "full": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -228,8 +237,10 @@ def step_time(
     tokens of one optimizer step over all data-parallel ranks (AReaL: the batch's
     sequences × their mean length); ``tokens_per_microbatch`` the tokens of one
     micro-batch of one data-parallel rank (AReaL's ``mb_spec.max_tokens_per_mb``).
-    ``recompute``: ``"none"``, ``"selective"`` (the attention core) or ``"full"``
-    (AReaL's ``gradient_checkpointing``).
+    ``recompute``: ``"none"``, ``"selective"`` (the attention core, Megatron's
+    ``recompute_granularity: selective``), ``"op"`` (op-level checkpointing, Archon's
+    default ``ac_mode: selective``: the attention and every second matmul saved) or
+    ``"full"`` (whole layers, AReaL's ``gradient_checkpointing``).
 
     Knobs with Megatron's meaning: ``seq_len`` the length of one packed sequence
     (default: a micro-batch is one sequence), ``sequence_parallel`` (default ``tp > 1``
@@ -406,6 +417,10 @@ def _step(
         backward += forward
     elif recompute == "selective":
         backward += attention
+    elif recompute == "op":
+        # Op-level checkpointing saves the attention and every second matmul's output
+        # (grouped expert GEMMs are not among the ops it saves) and recomputes the rest.
+        backward += 0.5 * attn_proj + (mlp if s.experts else 0.5 * mlp) + elementwise_s
     layer_compute = forward + backward
 
     # -- tensor parallel: an all-reduce after attention and after the MLP, each pass
@@ -419,8 +434,9 @@ def _step(
             if tp > g
             else 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
         )
-        # forward, backward, recomputed forward
-        passes = 1 if forward_only else 2 + (1 if recompute == "full" else 0)
+        # forward, backward, recomputed forward (op-level checkpointing saves the
+        # reduce-scatters and recomputes the all-gathers: half of it)
+        passes = 1 if forward_only else 2 + RECOMPUTED_COLLECTIVES[recompute]
         tp_layer = 2 * passes * block
         if tp_overlap:  # chunked against the GEMMs it feeds; the first chunk is exposed
             tp_layer = max(0.0, tp_layer - (attn_proj + mlp) * passes) + tp_layer / 4

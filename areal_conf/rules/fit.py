@@ -13,10 +13,12 @@ phases of a step leave the GPUs while the others run, as do an actor and a rollo
 share GPUs), ``<engine>.optimizer`` (null: no training),
 ``<engine>.is_critic`` (default: true for the critic),
 ``<engine>.gradient_checkpointing``, ``<engine>.mb_spec.max_tokens_per_mb``,
-``<engine>.attn_impl``, ``<engine>.dtype``, ``<engine>.grad_reduce_dtype``,
+``<engine>.attn_impl``, ``<engine>.dtype``, ``<engine>.grad_reduce_dtype`` (FSDP;
+Megatron: ``megatron.ddp.grad_reduce_in_fp32``),
 ``<engine>.optimizer_dtype`` (AReaL 2.0's FSDP storage),
 ``<engine>.megatron.ddp.use_distributed_optimizer``,
-``<engine>.megatron.recompute_granularity``, ``sglang.mem_fraction_static``,
+``<engine>.megatron.recompute_granularity``, ``<engine>.archon.ac_mode`` and
+``selective_ac_option``, ``sglang.mem_fraction_static``,
 ``sglang.dtype``, ``vllm.gpu_memory_utilization``, ``vllm.dtype``,
 ``rollout.max_concurrent_rollouts`` (else ``rollout.consumer_batch_size``, else 1: rollouts,
 each of ``gconfig.n_samples`` sequences), ``train_dataset.max_length`` and
@@ -45,6 +47,7 @@ from areal_conf.perf.memory_fixes import (
     find_fix,
     group_need,
 )
+from areal_conf.perf.speed import memory_recompute
 from areal_conf.perf.workload import concurrent_sequences
 from areal_conf.spec.allocation import ModelAllocation
 
@@ -113,11 +116,7 @@ def engine_knobs(
         engine.is_critic if engine.is_critic is not None else engine.name == "critic"
     )
     knobs["trainable"] = engine.trainable
-    if engine.gradient_checkpointing:
-        granularity = engine.recompute_granularity
-        knobs["recompute"] = (
-            "full" if alloc.backend != "megatron" or granularity == "full" else "none"
-        )
+    knobs["recompute"] = memory_recompute(engine.recompute(alloc.backend))
     if engine.tokens_per_mb is not None:
         knobs["tokens_per_microbatch"] = engine.tokens_per_mb
     knobs["flash_attention"] = "flash" in engine.attn_impl
@@ -174,6 +173,7 @@ def check_memory(
             follows=owner == name or e.inherited_from == owner,
             offloaded=run.leaves_gpus(name),
             shape=own.get(name),
+            full_recompute=section.full_recompute(alloc.backend),
         )
         if owner == name:
             groups.setdefault(owner, []).insert(0, member)

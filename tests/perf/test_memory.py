@@ -138,6 +138,14 @@ def test_table_2_full_recomputation(t: int, sp: bool) -> None:
     assert close(got, 2 * S * B * H)
 
 
+@pytest.mark.parametrize("t, sp", [(1, False), (8, True)])
+def test_op_level_checkpointing_keeps_six_tensors_a_layer(t: int, sp: bool) -> None:
+    """The input, queries, values, attention output, first MLP matmul and output, in
+    bf16; the values as wide as the queries (an upper bound with grouped-query attention)."""
+    got = activation_bytes_per_layer(S, B, H, A, tp=t, sequence_parallel=sp, recompute="op")
+    assert close(got, 2 * S * B * H * (5 + 4) / t)
+
+
 def test_flash_attention_drops_the_score_term() -> None:
     sbh = S * B * H
     got = activation_bytes_per_layer(S, B, H, A, tp=8, sequence_parallel=True, flash_attention=True)

@@ -206,6 +206,16 @@ def test_more_recomputation_costs_more_time() -> None:
     assert times[2] / times[0] == pytest.approx(4 / 3, rel=0.1)  # one more forward
 
 
+@pytest.mark.parametrize("spec", ["archon:d2t4", "archon:d8"])
+def test_op_level_checkpointing_recomputes_about_half_a_forward(spec: str) -> None:
+    """Archon's op-level checkpointing saves the attention and every second matmul and
+    recomputes the rest: between no recomputation and a whole forward more."""
+    none, op, full = (
+        step_time(spec, QWEN_14B, recompute=r, **KNOBS).compute for r in ("none", "op", "full")
+    )
+    assert (op - none) / (full - none) == pytest.approx(0.5, abs=0.15)
+
+
 @pytest.mark.parametrize(
     "spec", ["megatron:d2t4", "megatron:d2p2t2", "megatron:d4c2", "fsdp:d8", "archon:d4t2"]
 )

@@ -5,9 +5,10 @@ AReaL 2.0 (cbff54d64), ``areal/api/cli_args.py``: ``megatron.ddp.overlap_grad_re
 and ``overlap_param_gather`` default off (787-788) and LoRA turns them off
 (``areal/models/mcore/registry.py:503-506``); ``megatron.virtual_pipeline_parallel_size``
 (915-923) interleaves the pipeline; ``megatron.fp8_config`` (1061), the Archon FP8 mode
-(536-545), ``fsdp.offload_params`` (489) and Megatron's partial recomputation
-(``recompute_num_layers``, ``recompute_modules``: 967-969) change speed too and are not
-priced (``areal_conf.config.backend_knobs``).
+(536-545), ``fsdp.offload_params`` (489), Megatron's partial recomputation
+(``recompute_num_layers``, ``recompute_modules``: 967-969) and the other keys
+``areal_conf.config.backend_knobs.BACKEND_KEYS`` names change speed too and are not
+priced: the plan says so.
 """
 
 from __future__ import annotations
@@ -93,6 +94,14 @@ def test_virtual_stages_shrink_the_pipeline_bubble(reading: Any) -> None:
             "++actor.megatron.recompute_num_layers=2",
             "actor.megatron.recompute_num_layers",
         ),
+        (
+            "megatron:d8p2",
+            "++actor.megatron.enable_fp32_lm_head=true",
+            "actor.megatron.enable_fp32_lm_head",
+        ),
+        ("archon:d16", "++actor.archon.enable_compile=true", "actor.archon.enable_compile"),
+        ("archon:d8p2", "++actor.archon.pp_schedule=ZBVZeroBubble", "actor.archon.pp_schedule"),
+        ("fsdp:d16", "++actor.fsdp.per_layer_optim_step=true", "actor.fsdp.per_layer_optim_step"),
     ],
 )
 def test_what_is_not_priced_is_said_with_the_step(
@@ -103,6 +112,40 @@ def test_what_is_not_priced_is_said_with_the_step(
     assert step.unpriced == (key,)
     assert note.endswith(f"; not modelled: {key}")
     assert seconds == plain
+
+
+def test_what_archon_recomputes_is_priced(reading: Any) -> None:
+    """With gradient_checkpointing Archon recomputes at op level by default (attention
+    and every second matmul saved), whole layers with ``ac_mode: full``, nothing with
+    ``none`` (``areal/experimental/engine/archon_utils.py:111-143``)."""
+    on = ["actor.backend=archon:d8p2", "++actor.gradient_checkpointing=true"]
+    op, note, step = actor_step(reading, *on)
+    full, _, _ = actor_step(reading, *on, "++actor.archon.ac_mode=full")
+    none, _, _ = actor_step(reading, *on, "++actor.archon.ac_mode=none")
+    plain, _, _ = actor_step(reading, "actor.backend=archon:d8p2")
+    assert step.recompute("archon") == "op" and "not modelled" not in note
+    assert none == plain < op < full
+
+
+def test_archon_s_interleaved_schedule_shrinks_the_bubble(reading: Any) -> None:
+    """Archon's default schedule, Interleaved1F1B, runs two stages a rank
+    (``areal/experimental/models/archon/pipeline_parallel.py:449-450``)."""
+    interleaved, _, step = actor_step(reading, "actor.backend=archon:d8p2")
+    plain, _, _ = actor_step(
+        reading, "actor.backend=archon:d8p2", "++actor.archon.pp_schedule=1F1B"
+    )
+    assert step.knobs["virtual_stages"] == 2
+    assert interleaved < plain
+
+
+def test_megatron_reduces_gradients_in_the_dtype_its_ddp_says(reading: Any) -> None:
+    """Megatron reads ``megatron.ddp.grad_reduce_in_fp32``; the engine's
+    ``grad_reduce_dtype`` is FSDP's (``areal/engine/fsdp_utils/parallel.py:386``)."""
+    fp32, _, _ = actor_step(reading)
+    engine_key, _, _ = actor_step(reading, "++actor.grad_reduce_dtype=bfloat16")
+    bf16, _, step = actor_step(reading, "++actor.megatron.ddp.grad_reduce_in_fp32=false")
+    assert step.knobs["grad_reduce_dtype"] == "bfloat16"
+    assert engine_key == fp32 and bf16 < fp32
 
 
 def test_only_the_keys_of_the_engine_s_own_backend_count(reading: Any) -> None:

@@ -84,7 +84,7 @@ def test_the_cases_cover_dense_moe_and_expert_tensor_parallelism() -> None:
     assert any("e" in spec.partition(":")[2] for _, spec, _ in CASES)
 
 
-@pytest.mark.parametrize("recompute", ["none", "full"])
+@pytest.mark.parametrize("recompute", ["none", "op", "full"])
 def test_every_term_is_a_time_and_the_total_their_sum(recompute: str) -> None:
     for model_id, spec, gpu in CASES:
         st = predicted(model_id, spec, gpu, recompute=recompute)

@@ -45,7 +45,7 @@ from areal_conf.config.run_config import RunConfig
 from areal_conf.model.hardware import hardware
 from areal_conf.model.shape import ModelShape, shape_of
 from areal_conf.perf.ranking import Critic, rl_split
-from areal_conf.perf.speed import TrainingStep, training_step
+from areal_conf.perf.speed import TrainingStep, recomputing, training_step
 from areal_conf.perf.workload import NoWorkload, StepWorkload, step_workload
 from areal_conf.plan.report import plan_table
 from areal_conf.settings import Settings
@@ -343,7 +343,7 @@ def test_a_critic_on_the_actors_gpus_counts_in_the_split() -> None:
             tokens_per_batch=128 * 8 * (1024 + 2048),
             optimizer_steps=4,
             tokens_per_microbatch=16384,
-            recompute_granularity="full",
+            recompute_by_backend=recomputing("full"),
         )
         expected = step.seconds(b.critic, shape, "h100") + step.seconds(
             b.critic, shape, "h100", forward_only=True

@@ -185,6 +185,15 @@ ERRORS: list[TooBig] = [
         hint="this would fit: actor.backend=fsdp:d16c2 ++actor.gradient_checkpointing=true "
         "(GB per GPU: actor ",
     ),
+    TooBig(  # Archon's default checkpointing is op-level: it keeps every second matmul's
+        # output, and its fix is whole layers (archon.ac_mode), not gradient_checkpointing
+        cfg=config(
+            actor={"backend": "archon:d32", "gradient_checkpointing": True}, cluster={"n_nodes": 6}
+        ),
+        message="actor: archon:d32 needs 138.0 GB per GPU",
+        also="the biggest term is activations (97.6 GB)",
+        hint="this would fit: ++actor.archon.ac_mode=full (GB per GPU: actor 57.4)",
+    ),
     TooBig(  # the KV cache of an instance holds less than one request's context
         cfg=config(rollout={"backend": "sglang:d1t2"}, actor=TRAINS_ON_32, cluster={"n_nodes": 6}),
         message="rollout: sglang:t2 has no room for one request's KV cache: it holds 5,226 "
