@@ -136,9 +136,11 @@ BACKEND_KEYS: Final[dict[str, BackendKey]] = {
     "megatron.recompute_modules": _named(_RECOMPUTE),
     "megatron.moe_router_dtype": _none("the router's GEMM, well under 1% of an MoE layer's FLOPs"),
     "megatron.moe_shared_expert_overlap": _named("the shared expert beside the dispatch", False),
-    "megatron.moe_enable_deepep": _named("DeepEP's node-aware token dispatch", False),
-    "megatron.moe_token_dispatcher_type": _named(
-        "the token dispatcher; priced as all-to-all", "alltoall"
+    "megatron.moe_enable_deepep": _priced("DeepEP's kernels for the flex dispatcher"),
+    "megatron.moe_token_dispatcher_type": _priced(
+        "all-to-all: a copy of a token for each expert; flex (DeepEP): once to each node "
+        "(megatron-bridge runs all-to-all, registry.py:476-481); allgather is named",
+        *("alltoall", "flex"),
     ),
     "megatron.moe_permute_fusion": _named("fused token permutation", False),
     "megatron.moe_router_fusion": _named("fused top-k routing", False),
@@ -216,6 +218,7 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
         else None
     )
     schedule = text(archon, "pp_schedule", "Interleaved1F1B")
+    bridge = text(megatron, "bridge_type", "mbridge")
     return {
         "grad_reduce_dtype": _grad_reduce_dtype(
             node, at, backend, ddp_flag("grad_reduce_in_fp32", True), dtype
@@ -230,7 +233,10 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
             text(archon, "selective_ac_option", "op"),
             schedule,
         ),
-        "bridge_type": text(megatron, "bridge_type", "mbridge"),
+        "bridge_type": bridge,
+        "dedup_dispatch": _backend_name(backend) in ("", "megatron")
+        and bridge != "megatron-bridge"
+        and text(megatron, "moe_token_dispatcher_type", "alltoall") == "flex",
         "unpriced": tuple(_unpriced(node, section, backend)),
     }
 

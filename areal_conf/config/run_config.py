@@ -85,6 +85,8 @@ class EngineSection:
     #: selective_ac_option): "op" (its default: op-level), "full" or "none".
     archon_recompute: str = "op"
     bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
+    #: megatron.moe_token_dispatcher_type flex (DeepEP): a token crosses to a node once
+    dedup_dispatch: bool = False
     path: object = None
     # the actor's keys of the RL rules
     kl_ctl: int | float | None = None  # None: absent

@@ -169,3 +169,16 @@ def gpus_per_node(value: object) -> int:
     """The ``n_gpus_per_node`` argument: a whole number of GPUs, at most the grammar's
     limit."""
     return whole("n_gpus_per_node", value, example="e.g. 8", maximum=MAX_SIZE)
+
+
+def other_nodes_hit(experts: int, topk: int, nodes: int) -> float:
+    """Other nodes a token's ``topk`` experts are on, expected, when ``experts`` are spread
+    evenly over ``nodes`` and a token picks its experts uniformly: ``(nodes − 1)`` times
+    the chance that a node holds none of them, subtracted from one."""
+    if nodes <= 1:
+        return 0.0
+    elsewhere = experts - experts / nodes  # the experts not on one given node
+    miss = 1.0
+    for i in range(topk):
+        miss *= max(0.0, (elsewhere - i) / (experts - i))
+    return (nodes - 1) * (1 - miss)

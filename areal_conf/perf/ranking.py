@@ -32,7 +32,7 @@ from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.pricing import gpus_per_node
 from areal_conf.perf.rl_step import compose
 from areal_conf.perf.speed import TrainingStep, memory_recompute, recomputing
-from areal_conf.perf.step_time import RECOMPUTE, Recompute, StepTime, step_time
+from areal_conf.perf.step_time import RECOMPUTE, RECOMPUTE_HINT, Recompute, StepTime, step_time
 from areal_conf.perf.workload import StepWorkload, rl_workload
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.backends import MAX_SIZE
@@ -144,7 +144,7 @@ def _recompute(recompute: object) -> Recompute:
         "recompute",
         recompute,
         RECOMPUTE,
-        hint='"none", "selective" (the attention core), "op" (op-level) or "full" (whole layers)',
+        hint=RECOMPUTE_HINT,
     )
 
 

@@ -153,6 +153,7 @@ def training_step(
         "overlap_grad_reduce": engine.overlap_grad_reduce and not engine.use_lora,
         "overlap_param_gather": engine.overlap_param_gather and not engine.use_lora,
         "virtual_stages": engine.virtual_stages,
+        "dedup_dispatch": engine.dedup_dispatch,
     }
     return TrainingStep(
         tokens_per_batch=work.tokens,

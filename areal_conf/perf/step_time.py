@@ -58,9 +58,12 @@ Pipeline sends come from the GPUs of one stage only, each tensor-parallel rank s
 its ``1/tp`` of the activation (Megatron's scatter-gather), so a stage smaller than a
 node shares the node's idle ports; the slowest hop paces every slot. Expert all-to-alls
 send the part of a GPU's tokens bound for other nodes through its port and the rest over
-NVLink; with ``etp > 1`` the tokens of an expert shard are all-gathered over its etp
-group and the results reduce-scattered. Large messages reach 90% of a link's speed
-(NCCL's bus bandwidth on NVLink and InfiniBand).
+NVLink, one copy for each of a token's experts; with ``dedup_dispatch`` (Megatron's flex
+dispatcher, DeepEP) a token crosses once to each other node that holds any of its
+experts (for uniform routing, ``(n−1)(1 − C(E − E/n, k)/C(E, k))`` of ``n`` nodes),
+which forwards it over NVLink; with ``etp > 1`` the tokens of an expert shard are
+all-gathered over its etp group and the results reduce-scattered. Large messages reach
+90% of a link's speed (NCCL's bus bandwidth on NVLink and InfiniBand).
 
 **Overlap.** Communication running beside computation hides behind it, but NCCL's
 kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
@@ -137,6 +140,7 @@ from areal_conf.perf.pricing import (
     Pricer,
     Sizes,
     gpus_per_node,
+    other_nodes_hit,
     sizes_of,
     training_flops_per_token,
 )
@@ -146,13 +150,11 @@ from areal_conf.spec.parser import as_allocation
 
 Recompute = Literal["none", "selective", "op", "full"]
 RECOMPUTE: Final = ("none", "selective", "op", "full")
+RECOMPUTE_HINT: Final = (
+    '"none", "selective" (the attention core), "op" (op-level) or "full" (whole layers)'
+)
 #: The forward passes' tensor-parallel collectives a recomputation runs again.
-RECOMPUTED_COLLECTIVES: Final[dict[str, float]] = {
-    "none": 0.0,
-    "selective": 0.0,
-    "op": 0.5,
-    "full": 1.0,
-}
+RECOMPUTED_COLLECTIVES: Final = {"none": 0.0, "selective": 0.0, "op": 0.5, "full": 1.0}
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ def step_time(
     regather_for_recompute: bool = False,
     distributed_optimizer: bool = True,
     gradient_accumulation_fusion: bool = False,
+    dedup_dispatch: bool = False,
     forward_only: bool = False,
 ) -> StepTime:
     """Predicted time of one training step of a layout (see the module docstring).
@@ -247,8 +250,9 @@ def step_time(
     for Megatron and Archon), ``virtual_stages`` (interleaved 1F1B),
     ``overlap_grad_reduce`` and ``overlap_param_gather`` (off, as AReaL's
     ``megatron.ddp`` leaves them), ``tp_comm_overlap`` (off),
-    ``grad_reduce_dtype`` (AReaL's float32) and ``gradient_accumulation_fusion`` (off, as
-    AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``).
+    ``grad_reduce_dtype`` (AReaL's float32), ``gradient_accumulation_fusion`` (off, as
+    AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``)
+    and ``dedup_dispatch`` (off: ``megatron.moe_token_dispatcher_type`` alltoall).
     ``forward_only``: the time of a forward pass over the same tokens instead (no
     backward, no optimizer step; ``recompute`` does not apply).
 
@@ -270,12 +274,7 @@ def step_time(
     gpus_per_node(n_gpus_per_node)
     whole("virtual_stages", virtual_stages, example="1 for plain 1F1B", maximum=MAX_SIZE)
     optional_whole("seq_len", seq_len, example="e.g. 4096")
-    choice(
-        "recompute",
-        recompute,
-        RECOMPUTE,
-        hint='"none", "selective" (the attention core) or "full" (gradient_checkpointing)',
-    )
+    choice("recompute", recompute, RECOMPUTE, hint=RECOMPUTE_HINT)
     for name, value in (
         ("overlap_grad_reduce", overlap_grad_reduce),
         ("tp_comm_overlap", tp_comm_overlap),
@@ -284,6 +283,7 @@ def step_time(
         ("regather_for_recompute", regather_for_recompute),
         ("distributed_optimizer", distributed_optimizer),
         ("gradient_accumulation_fusion", gradient_accumulation_fusion),
+        ("dedup_dispatch", dedup_dispatch),
         ("forward_only", forward_only),
     ):
         flag(name, value)
@@ -318,6 +318,7 @@ def step_time(
         regather_for_recompute,
         distributed_optimizer,
         gradient_accumulation_fusion,
+        dedup_dispatch,
         forward_only,
     )
 
@@ -341,6 +342,7 @@ def _step(
     regather: bool,
     distributed_optimizer: bool,
     grad_accumulation_fusion: bool,
+    dedup_dispatch: bool,
     forward_only: bool = False,
 ) -> StepTime:
     price = Pricer(gpu)
@@ -462,7 +464,12 @@ def _step(
         payload = tokens / tp * s.topk * h * 2  # bytes this GPU's tokens send to experts
         if ep > 1:
             on_node = (ep_per_node - 1) / ep * payload / price.intra
-            off_node = (ep - ep_per_node) / ep * payload / price.port(busy_per_node, g)
+            copies_off_node = (ep - ep_per_node) / ep * s.topk
+            if dedup_dispatch:  # once to each other node holding one of its experts
+                copies_off_node = min(
+                    copies_off_node, other_nodes_hit(s.experts, s.topk, ep // ep_per_node)
+                )
+            off_node = tokens / tp * h * 2 * copies_off_node / price.port(busy_per_node, g)
             step = NETWORK_STEP_S if ep > ep_per_node else NVLINK_STEP_S
             ep_layer += 2 * passes * (on_node + off_node + step)
         if etp > 1:

@@ -128,9 +128,10 @@ def test_the_dtype_gradients_are_reduced_in(backend: str, section: dict, expecte
 @pytest.mark.parametrize(
     "section, named",
     [
-        ({"megatron": {"moe_enable_deepep": True}}, ["actor.megatron.moe_enable_deepep"]),
+        ({"megatron": {"moe_enable_deepep": True}}, []),  # priced, with flex
+        ({"megatron": {"moe_token_dispatcher_type": "flex"}}, []),
         (
-            {"megatron": {"moe_token_dispatcher_type": "flex"}},
+            {"megatron": {"moe_token_dispatcher_type": "allgather"}},
             ["actor.megatron.moe_token_dispatcher_type"],
         ),
         ({"megatron": {"moe_token_dispatcher_type": "alltoall"}}, []),
@@ -146,3 +147,24 @@ def test_the_dtype_gradients_are_reduced_in(backend: str, section: dict, expecte
 )
 def test_what_is_named(section: dict, named: list[str]) -> None:
     assert list(backend_knobs(section, "actor", "megatron:d8", "bfloat16")["unpriced"]) == named
+
+
+@pytest.mark.parametrize(
+    "backend, megatron, expected",
+    [
+        ("megatron:d8", {"moe_token_dispatcher_type": "flex"}, True),
+        ("megatron:d8", {}, False),
+        # megatron-bridge runs all-to-all whatever is set (areal/models/mcore/registry.py)
+        (
+            "megatron:d8",
+            {"moe_token_dispatcher_type": "flex", "bridge_type": "megatron-bridge"},
+            False,
+        ),
+        ("archon:d8", {"moe_token_dispatcher_type": "flex"}, False),
+    ],
+)
+def test_which_dispatch_crosses_to_a_node_once(
+    backend: str, megatron: dict, expected: bool
+) -> None:
+    knobs = backend_knobs({"megatron": megatron}, "actor", backend, "bfloat16")
+    assert knobs["dedup_dispatch"] is expected

@@ -4,6 +4,7 @@ throughput, ranking, the rollout/actor split, and bad input."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from areal_conf import AllocationError
 from areal_conf.model.hardware import HARDWARE
 from areal_conf.perf.decode import RequestLengths, decode_throughput
 from areal_conf.perf.memory import estimate
+from areal_conf.perf.pricing import other_nodes_hit
 from areal_conf.perf.ranking import rank_layouts, rl_split
 from areal_conf.perf.step_time import StepTime, step_time
 
@@ -475,3 +477,25 @@ def test_the_speed_model_is_public_from_the_package() -> None:
     assert areal_conf.HARDWARE is hardware.HARDWARE and areal_conf.Hardware is hardware.Hardware
     assert areal_conf.rank_layouts is ranking.rank_layouts
     assert areal_conf.rl_split is ranking.rl_split
+
+
+def test_other_nodes_a_token_s_experts_are_on() -> None:
+    """Uniform routing of top-k over E experts spread evenly over n nodes: each other node
+    is hit unless all k picks miss it, 1 − C(E − E/n, k)/C(E, k)."""
+    assert other_nodes_hit(128, 8, 1) == 0.0
+    assert other_nodes_hit(128, 1, 4) == pytest.approx(3 / 4)  # one pick, one node
+    miss = math.comb(96, 8) / math.comb(128, 8)
+    assert other_nodes_hit(128, 8, 4) == pytest.approx(3 * (1 - miss))
+    assert other_nodes_hit(8, 8, 4) == pytest.approx(3.0)  # every expert: every node
+
+
+def test_flex_dispatch_sends_a_token_to_a_node_once() -> None:
+    """With experts across nodes, DeepEP's dispatch sends fewer bytes off the node than
+    one copy per expert; within a node nothing changes."""
+    moe = dict(QWEN3_30B_A3B)
+    across = "megatron:(attn:d32|ffn:e32)"
+    plain = step_time(across, moe, **KNOBS)
+    dedup = step_time(across, moe, dedup_dispatch=True, **KNOBS)
+    assert 0 < dedup.ep_comm < plain.ep_comm
+    within = "megatron:(attn:d8|ffn:e8)"
+    assert step_time(within, moe, dedup_dispatch=True, **KNOBS) == step_time(within, moe, **KNOBS)

@@ -148,6 +148,14 @@ def test_megatron_reduces_gradients_in_the_dtype_its_ddp_says(reading: Any) -> N
     assert engine_key == fp32 and bf16 < fp32
 
 
+def test_the_flex_dispatcher_reaches_the_step(reading: Any) -> None:
+    """``megatron.moe_token_dispatcher_type: flex`` (DeepEP) is priced, not named."""
+    _, note, step = actor_step(reading, "++actor.megatron.moe_token_dispatcher_type=flex")
+    assert step.knobs["dedup_dispatch"] is True and "not modelled" not in note
+    _, _, plain = actor_step(reading)
+    assert plain.knobs["dedup_dispatch"] is False
+
+
 def test_only_the_keys_of_the_engine_s_own_backend_count(reading: Any) -> None:
     """AReaL reads ``fsdp.*`` for an FSDP engine only: a Megatron actor's is not said."""
     _, note, step = actor_step(reading, "++actor.fsdp.offload_params=true")
