@@ -493,7 +493,8 @@ def _read_workload(cfg: Any) -> Workload:
     dataset = read_value(cfg, "train_dataset", "train_dataset")
     batch = max_length = None
     if is_mapping(dataset):
-        batch = read_int(dataset, "batch_size", "train_dataset.batch_size", None, 256)
+        # AReaL's default (_DatasetConfig.batch_size, areal/api/cli_args.py:3097-3099)
+        batch = read_int(dataset, "batch_size", "train_dataset.batch_size", 1, 256)
         max_length = read_int(dataset, "max_length", "train_dataset.max_length", None, 1024)
     gconfig = read_value(cfg, "gconfig", "gconfig")
     new_tokens = samples = None

@@ -28,7 +28,8 @@ trains, in AReaL 2.0:
   one optimizer step the ref computes their log-probabilities (a forward pass of the ref,
   which has no optimizer and so no ``s/step`` of its own).
 
-Without ``train_dataset.batch_size`` there is no step to predict; SFT, RW and DPO also
+Without ``train_dataset`` there is no step to predict (AReaL's ``batch_size`` is 1 when
+the section does not give it); SFT, RW and DPO also
 need ``train_dataset.max_length`` (without it the sequences' length is the dataset's,
 which areal-conf cannot know).
 """

@@ -155,7 +155,12 @@ def test_the_training_step_is_read_from_batch_samples_and_lengths() -> None:
     assert step.optimizer_steps == run.engines["actor"].ppo_n_minibatches
     longer = training_step(run, run.engines["actor"], mean_response_tokens=1000)
     assert isinstance(longer, TrainingStep) and longer.tokens_per_batch == 256 * 4 * 2024
+    # without batch_size, AReaL's default: one prompt (areal/api/cli_args.py:3097-3099)
     cfg = _areal2(("~train_dataset.batch_size", "rollout.consumer_batch_size=8"))
+    run = read_config(cfg, choose_rules("2.0").rules)
+    one = training_step(run, run.engines["actor"])
+    assert isinstance(one, TrainingStep) and one.tokens_per_batch == 1 * 4 * (1024 + 512)
+    cfg = _areal2(("~train_dataset", "rollout.consumer_batch_size=8"))
     run = read_config(cfg, choose_rules("2.0").rules)
     assert training_step(run, run.engines["actor"]) == "no train_dataset.batch_size"
 
@@ -203,9 +208,7 @@ def test_the_plan_has_an_s_per_step_column_that_matches_the_model() -> None:
 def test_no_column_without_a_shape_or_a_batch() -> None:
     from areal_conf.plan.report import plan_table
 
-    cfg = _areal2(
-        ("scheduler.type=local", "~train_dataset.batch_size", "rollout.consumer_batch_size=8")
-    )
+    cfg = _areal2(("scheduler.type=local", "~train_dataset", "rollout.consumer_batch_size=8"))
     plan = validate(cfg, settings=Settings(areal_version="2.0"))
     assert all(e.step_seconds is None for e in plan.engines.values())
     assert "s/step" not in plan_table(plan)

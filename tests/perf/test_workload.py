@@ -210,17 +210,12 @@ def test_the_mean_response_is_rl_only() -> None:
         ),
         (
             SFT,
-            ("+train_dataset.max_length=1024", "~train_dataset.batch_size"),
+            ("~train_dataset",),
             "no train_dataset.batch_size",
             "++train_dataset.batch_size=<sequences a step>",
         ),
-        (DPO, ("~train_dataset.batch_size",), "no", "<pairs a step>"),
-        (
-            RL,
-            ("~train_dataset.batch_size", "rollout.consumer_batch_size=8"),
-            "no",
-            "<prompts a step>",
-        ),
+        (DPO, ("~train_dataset",), "no", "<pairs a step>"),
+        (RL, ("~train_dataset", "rollout.consumer_batch_size=8"), "no", "<prompts a step>"),
     ],
 )
 def test_no_prediction_says_which_key_is_missing(
