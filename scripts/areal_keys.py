@@ -17,6 +17,10 @@ or one of them or None), that type, whether it may be null and its default where
 source writes one as a literal: the types OmegaConf's merge converts a value to, or
 refuses it (``Value 'abc' of type 'str' could not be converted to Float``).
 
+``made`` gives, for each dataclass, its fields whose section is made by default (a
+``default_factory`` of a dataclass): a loaded config has them whether the YAML writes them
+or not, and so their mandatory fields (``values``' ``mandatory``).
+
 ``experiments`` lists the experiment classes (``BaseExperimentConfig`` and its
 subclasses), whose fields are a config's top-level keys; ``removed`` the keys AReaL
 refuses with a message of its own before the merge (the ``behave_imp_weight_*`` keys
@@ -196,10 +200,25 @@ def _default(statement: ast.AnnAssign) -> object:
         return _NO_DEFAULT
 
 
+def _mandatory(statement: ast.AnnAssign) -> bool:
+    """The field has no value until the config gives one: ``= MISSING``,
+    ``field(default=MISSING)`` or no default at all (OmegaConf's ``???``)."""
+    value = statement.value
+    if value is None:
+        return True
+    if isinstance(value, ast.Call) and _name(value.func) == "field":
+        keywords = {k.arg: k.value for k in value.keywords}
+        if "default" not in keywords and "default_factory" not in keywords:
+            return True
+        value = keywords.get("default")
+    return isinstance(value, ast.Name) and value.id == "MISSING"
+
+
 def read_values(source: str) -> dict[str, dict[str, dict[str, Any]]]:
     """For every dataclass of ``source``, its fields of a plain type (see
     :func:`plain_type`): ``{"type": "float", "optional": false, "default": 1e-05}``
-    (no ``default`` where the source gives none as a literal)."""
+    (no ``default`` where the source gives none as a literal; ``"mandatory": true`` where
+    the field has no value until the config gives one, which AReaL's loader requires)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, fields in read_fields(source).items():
         values: dict[str, dict[str, Any]] = {}
@@ -211,8 +230,30 @@ def read_values(source: str) -> dict[str, dict[str, dict[str, Any]]]:
             default = _default(statement)
             if default is not _NO_DEFAULT:
                 entry["default"] = default
+            if _mandatory(statement):
+                entry["mandatory"] = True
             values[key] = entry
         out[name] = values
+    return out
+
+
+def read_made(source: str) -> dict[str, list[str]]:
+    """For every dataclass of ``source``, its fields that hold a section made by default
+    (``field(default_factory=Name)`` of a dataclass): present in every loaded config, so
+    their mandatory fields are required even where the YAML does not write the section."""
+    found = read_fields(source)
+    out: dict[str, list[str]] = {}
+    for name, fields in found.items():
+        made = []
+        for key, statement in fields.items():
+            value = statement.value
+            if not (isinstance(value, ast.Call) and _name(value.func) == "field"):
+                continue
+            factory = next((k.value for k in value.keywords if k.arg == "default_factory"), None)
+            if factory is not None and _name(factory) in found:
+                made.append(key)
+        if made:
+            out[name] = made
     return out
 
 
@@ -288,6 +329,7 @@ def table(source: Path, version: str, commit: str) -> dict[str, Any]:
         "removed": removed(text),
         "classes": classes,
         "values": read_values(text),
+        "made": read_made(text),
     }
 
 

@@ -12,7 +12,10 @@ the generator reads the source text.
 With ``--values`` it prints instead the fields whose values OmegaConf converts, as
 OmegaConf itself types them in ``OmegaConf.structured(cls)`` (the merge AReaL's loader
 runs): ``{"type": "float", "optional": false, "default": 0.001}`` (no ``default`` where
-the field has none, or its default is not a plain value).
+the field has none, or its default is not a plain value; ``mandatory``: the structured
+config holds ``???`` there, a value the config must give). With ``--made``: for each
+class, the fields whose section a new instance makes (a ``default_factory`` of a
+dataclass).
 """
 
 from __future__ import annotations
@@ -63,11 +66,22 @@ def values(cls: type) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"type": kind, "optional": node._is_optional()}
         if field.default is not dataclasses.MISSING and field.default != "???":
             entry["default"] = field.default
+        entry["mandatory"] = node._is_missing()  # ??? in the structured config
         found[field.name] = entry
     return found
 
 
-def main(load_py: str, areal_src: str, read_values: bool = False) -> int:
+def made(cls: type) -> list[str]:
+    """The fields whose section a new instance makes itself: a dataclass is the field's
+    default factory."""
+    return [
+        f.name
+        for f in dataclasses.fields(cls)
+        if isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
+    ]
+
+
+def main(load_py: str, areal_src: str, mode: str = "") -> int:
     spec = importlib.util.spec_from_file_location("areal_loader_load", load_py)
     assert spec is not None and spec.loader is not None
     loader = importlib.util.module_from_spec(spec)
@@ -81,8 +95,11 @@ def main(load_py: str, areal_src: str, read_values: bool = False) -> int:
             continue
         if value.__module__ != cli_args.__name__:
             continue
-        if read_values:
+        if mode == "--values":
             found[name] = values(value)
+            continue
+        if mode == "--made":
+            found[name] = made(value)  # type: ignore[assignment]
             continue
         hints = typing.get_type_hints(value)
         found[name] = {f.name: kind(hints[f.name]) for f in dataclasses.fields(value)}
@@ -91,4 +108,4 @@ def main(load_py: str, areal_src: str, read_values: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], "--values" in sys.argv[3:]))
+    sys.exit(main(sys.argv[1], sys.argv[2], *sys.argv[3:4]))

@@ -370,7 +370,8 @@ def test_the_key_table_is_areals_dataclasses() -> None:
 def test_the_value_types_are_omegaconfs_of_areals_dataclasses() -> None:
     """Each field whose value areal-conf checks has the type and nullability OmegaConf
     gives it in the merge AReaL's loader runs, and no other field is typed; a default the
-    table shows is the field's."""
+    table shows is the field's, and a field is required (``???`` until the config gives
+    it) where the table says so."""
     from areal_conf.config.known_keys import areal_keys
     from areal_conf.config.known_values import NO_DEFAULT
 
@@ -385,6 +386,19 @@ def test_the_value_types_are_omegaconfs_of_areals_dataclasses() -> None:
             assert (field.type, field.optional) == (seen["type"], seen["optional"]), (owner, name)
             if field.default is not NO_DEFAULT:
                 assert field.default == seen["default"], (owner, name)
+            assert field.mandatory == seen["mandatory"], (owner, name)
+
+
+def test_the_sections_made_by_default_are_areals() -> None:
+    """The sections AReaL's classes make when a config leaves them out (whose required
+    values a whole config must then give) are the table's."""
+    from areal_conf.config.known_keys import areal_keys
+
+    live = live_classes(SRC, "--made")
+    table = areal_keys("2.0").made
+    assert {name: set(fields) for name, fields in live.items() if fields} == {
+        name: set(fields) for name, fields in table.items()
+    }
 
 
 #: Values for AReaL's merge and the value check: (overrides, taken), what AReaL's loader
@@ -408,9 +422,28 @@ VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "taken"), VALUES, ids=[" ".join(v[0]) for v in VALUES])
-def test_areal_takes_the_values_the_value_check_takes(
-    overrides: tuple[str, ...], taken: bool
+#: Required values (fields without a default) and AReaL's verdict on gsm8k_grpo.yaml
+#: without them: (overrides, taken, the key areal-conf names first).
+REQUIRED = [
+    (("~experiment_name",), False, "experiment_name"),
+    (("~actor.experiment_name",), False, "actor.experiment_name"),
+    (("~saver",), False, "saver.experiment_name"),
+    (("~stats_logger",), False, "stats_logger.experiment_name"),
+    (("train_dataset.path=???",), False, "train_dataset.path"),
+    (("~train_dataset.type",), False, "train_dataset.type"),
+    (("~cluster",), True, ""),
+    (("~rollout.experiment_name",), True, ""),
+    (("~valid_dataset",), True, ""),
+]
+#: Each row: (overrides, taken, the key areal-conf's message starts with).
+CHECKED = [(o, t, o[0].lstrip("+").partition("=")[0]) for o, t in VALUES] + REQUIRED
+
+
+@pytest.mark.parametrize(
+    ("overrides", "taken", "key"), CHECKED, ids=[" ".join(r[0]) for r in CHECKED]
+)
+def test_areal_takes_the_values_the_check_takes(
+    overrides: tuple[str, ...], taken: bool, key: str
 ) -> None:
     base = ["scheduler.type=local"]
     verdict = areal_loads(EXAMPLES / "math" / "gsm8k_grpo.yaml", [*base, *overrides])
@@ -421,12 +454,13 @@ def test_areal_takes_the_values_the_value_check_takes(
         "--config",
         "examples/math/gsm8k_grpo.yaml",
     ]
-    key = overrides[0].lstrip("+").partition("=")[0]
     try:
         check_command([*argv, *base, *overrides], cwd=SRC)
     except AllocationError as err:
         assert not taken, f"areal-conf refuses {overrides}, AReaL's loader takes them: {err}"
         assert err.reason.startswith(f"{key}: "), err.reason  # a key areal-conf reads: its own
+        if "missing mandatory value" in verdict["error_first_line"]:  # the same field
+            assert verdict["error_first_line"].endswith(": " + key.rpartition(".")[2])
     else:
         assert taken, f"areal-conf takes {overrides}, AReaL's loader does not"
 
@@ -551,8 +585,9 @@ def test_areal_refuses_a_misspelt_yaml_key_and_takes_the_fix(tmp_path: Path) -> 
 
 
 def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
-    """No false alarm: of AReaL's example YAMLs, those the key and value check refuses are
-    refused by AReaL's loader too (each composed as AReaL composes it; drivers' own classes)."""
+    """No false alarm: of AReaL's example YAMLs, those the key and value check refuses
+    (a key AReaL lacks, a value it refuses or a required value missing) are refused by
+    AReaL's loader too (each composed as AReaL composes it; drivers' own classes)."""
     from areal_conf.config.known_keys import UnknownKey, check_keys
     from areal_conf.hydra.explain import compose_file
 
@@ -561,7 +596,9 @@ def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
     for rel in sorted(table):
         path = SRC / rel
         try:
-            wrong_value = check_keys(compose_file(path, path.name.split(".yaml")[0]), "2.0")
+            wrong_value, missing = check_keys(
+                compose_file(path, path.name.split(".yaml")[0]), "2.0"
+            )
         except UnknownKey as err:
             refused.append((rel, err.key))
             continue
@@ -569,6 +606,8 @@ def test_no_example_areal_loads_is_refused_for_its_keys() -> None:
             continue  # Hydra does not compose it here: not the key check's
         if wrong_value is not None:
             refused.append((rel, wrong_value.key))
+        elif missing:  # a value AReaL requires
+            refused.append((rel, missing[0].key))
     assert len(table) >= 60
     for rel, key in refused:
         entry = table[rel]

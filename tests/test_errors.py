@@ -8,10 +8,15 @@ import copy
 import pickle
 
 import pytest
+from _helpers import FIXTURES
 
-from areal_conf import AllocationError, parse_backend, validate
+from areal_conf import AllocationError, check_command, parse_backend, validate
 from areal_conf.config.known_keys import UnknownKey
 from areal_conf.errors import BackendSyntaxError, ConfigError
+
+#: AReaL's command on the error catalogue's YAML, a whole AReaL config.
+GSM8K = ["python", "examples/math/gsm8k_rl.py", "--config", "examples/math/gsm8k_grpo.yaml"]
+COMMANDS = FIXTURES / "commands"
 
 
 def _raised(call: object) -> AllocationError:
@@ -31,6 +36,9 @@ ERRORS = {
     ),
     "in a config key": lambda: _raised(
         lambda: validate({"actor": {"backend": "fsdp:d4x"}}, areal_version="2.0")
+    ),
+    "a required value missing": lambda: _raised(
+        lambda: check_command([*GSM8K, "~saver"], cwd=COMMANDS)
     ),
 }
 

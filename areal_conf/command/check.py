@@ -263,11 +263,16 @@ def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Va
 
 
 def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading:
-    """``read_run(cfg)``, a key AReaL lacks that an override wrote pointed at there."""
+    """``read_run(cfg)``, a key AReaL lacks that an override wrote pointed at there. The
+    config is a whole AReaL config: a value AReaL's loader requires may not be missing."""
+    from areal_conf.config.required_values import required_error
     from areal_conf.validation import read_run
 
     try:
-        return read_run(cfg, settings=settings)
+        reading = read_run(cfg, settings=settings)
+        if reading.run.missing_values:
+            raise required_error(reading.run.missing_values)
+        return reading
     except ErrorAtKey as err:
         override = err.given_by(command.overrides)
         if override is None:

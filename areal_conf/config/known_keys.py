@@ -49,6 +49,7 @@ from areal_conf.config.nodes import (
     written_at,
     written_node_at,
 )
+from areal_conf.config.required_values import missing_values
 from areal_conf.errors import ErrorAtKey, override_key
 from areal_conf.hints import Fix, Hint, Sentence, either, fix, sentence
 
@@ -100,6 +101,8 @@ class KeyTable:
     removed: Removed | None = None
     #: The fields of a plain type of each class, which AReaL's merge converts.
     values: Mapping[str, Mapping[str, PlainField]] = dataclasses.field(default_factory=dict)
+    #: The fields of each class whose section AReaL makes by default (default_factory).
+    made: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 @functools.cache
@@ -120,6 +123,7 @@ def areal_keys(version: str) -> KeyTable:
             owner: {name: PlainField.of(owner, name, entry) for name, entry in fields.items()}
             for owner, fields in data["values"].items()
         },
+        made={owner: frozenset(keys) for owner, keys in data.get("made", {}).items()},
     )
 
 
@@ -144,6 +148,10 @@ class Section:
     subsections: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     #: The keys whose values AReaL's merge converts: the field in each class that has it.
     values: Mapping[str, tuple[PlainField, ...]] = dataclasses.field(default_factory=dict)
+    #: The keys every class here requires a value for, in the order they declare them.
+    mandatory: tuple[str, ...] = ()
+    #: The keys whose sections every class here makes by default, in that order.
+    made: tuple[str, ...] = ()
 
     def child(self, key: str) -> Section | None:
         """The section under ``key`` (None: a value, or a section of any keys)."""
@@ -186,6 +194,8 @@ def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
         wanted = {kind.removesuffix(_LIST) for kind in kinds if kind}
         if wanted and FREE not in kinds:
             subsections[key] = tuple(n for n in table.classes if n in wanted)  # AReaL's order
+    # Only what every class here requires or makes: a driver's own class may be any.
+    made = {key for key in fields if all(key in table.made.get(n, ()) for n in classes)}
     own: frozenset[str] = frozenset()
     if "backend" in fields:  # an engine section
         own = OWN_ENGINE_KEYS
@@ -199,6 +209,12 @@ def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
         table=table,
         subsections=subsections,
         values={key: tuple(plain) for key, plain in values.items()},
+        mandatory=tuple(
+            key
+            for key, plain in values.items()
+            if len(plain) == len(classes) and all(p.mandatory for p in plain)
+        ),
+        made=tuple(key for key in subsections if key in made),
     )
 
 
@@ -333,15 +349,17 @@ def _unknown(
     return error
 
 
-def check_keys(cfg: Any, version: str) -> WrongValue | None:
+def check_keys(cfg: Any, version: str) -> tuple[WrongValue | None, tuple[WrongValue, ...]]:
     """Raise :class:`UnknownKey` for the first key of ``cfg`` that AReaL ``version``'s
     dataclasses lack at its place (see the module docstring); return the first value
     AReaL's merge refuses, if any, for the caller to raise once it has read the keys it
-    reads itself (whose own messages say more)."""
+    reads itself (whose own messages say more), and the values AReaL requires that the
+    config does not give (:mod:`areal_conf.config.required_values`)."""
     top = keys_of(cfg)
     own_config = MODEL in top
     root = _root(version)
     wrong: list[WrongValue] = []
+    missing: list[WrongValue] = []
     for name in top:
         node = child_of(cfg, name)
         plain = None if own_config else root.values.get(name)
@@ -349,16 +367,23 @@ def check_keys(cfg: Any, version: str) -> WrongValue | None:
             _add_refused(wrong, node, name, plain)
         section = top_section(version, name, node)
         if section is not None:
-            _walk(node, name, section, own_config, wrong)
-    return wrong[0] if wrong else None
+            _walk(node, name, section, own_config, wrong, missing)
+    if not own_config:
+        missing[:0] = missing_values(children_of(cfg), "", root)
+    return (wrong[0] if wrong else None), tuple(missing)
 
 
 def _walk(
-    node: Any, path: str, section: Section, own_config: bool, wrong: list[WrongValue]
+    node: Any,
+    path: str,
+    section: Section,
+    own_config: bool,
+    wrong: list[WrongValue],
+    missing: list[WrongValue],
 ) -> None:
     if is_written_list(node):
         for i in range(len(node)):
-            _walk(item_of(node, i), f"{path}.{i}", section, own_config, wrong)
+            _walk(item_of(node, i), f"{path}.{i}", section, own_config, wrong, missing)
         return
     if not is_written_section(node):
         return
@@ -370,13 +395,15 @@ def _walk(
         if own and key in section.own:
             continue
         raise _unknown_key(node, list(children), path, key, section, own)
+    if not own:
+        missing.extend(missing_values(children, path, section))
     for key, value in children.items():
         plain = () if own else section.values.get(key)  # own configs: typed by own schema
         if plain:
             _add_refused(wrong, value, f"{path}.{key}", plain)
         child = section.child(key) if key in section.fields else None
         if child is not None:
-            _walk(value, f"{path}.{key}", child, own_config, wrong)
+            _walk(value, f"{path}.{key}", child, own_config, wrong, missing)
 
 
 def _add_refused(

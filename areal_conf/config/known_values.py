@@ -34,17 +34,26 @@ NO_DEFAULT: Final = object()
 class PlainField:
     """A field of one of AReaL's dataclasses whose value OmegaConf converts: its class
     (``owner``), its type (``bool``, ``int``, ``float``, ``str``), whether it may be null,
-    and its default as ``cli_args.py`` writes it (:data:`NO_DEFAULT`: none written)."""
+    and its default as ``cli_args.py`` writes it (:data:`NO_DEFAULT`: none written);
+    ``mandatory``: it has no value until the config gives one (``MISSING``)."""
 
     owner: str
     name: str
     type: str
     optional: bool
     default: object = NO_DEFAULT
+    mandatory: bool = False
 
     @classmethod
     def of(cls, owner: str, name: str, entry: Mapping[str, Any]) -> PlainField:
-        return cls(owner, name, entry["type"], entry["optional"], entry.get("default", NO_DEFAULT))
+        return cls(
+            owner,
+            name,
+            entry["type"],
+            entry["optional"],
+            entry.get("default", NO_DEFAULT),
+            entry.get("mandatory", False),
+        )
 
     def takes(self, value: Any) -> bool:
         """Whether AReaL's merge takes ``value`` (plain data; a section is a Mapping, a

@@ -116,7 +116,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         )
     # The keys before any value is read: a misspelt key is the cause of what follows. A
     # value AReaL's merge refuses waits for the reading below, whose messages say more.
-    wrong_value = check_keys(cfg, rules.version) if keys else None
+    wrong_value, missing = check_keys(cfg, rules.version) if keys else (None, ())
     cluster = read_cluster(cfg)
     scheduler = read_value(cfg, "scheduler", "scheduler")
     if not is_null(scheduler) and not is_mapping(scheduler):
@@ -151,6 +151,7 @@ def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:
         model=model,
         own_config="model" in config_keys(cfg),
         trainer=trainer,
+        missing_values=missing,
     )
 
 

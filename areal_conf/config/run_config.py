@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from areal_conf.areal.versions import AReaLVersion, EngineRow
-from areal_conf.errors import ConfigError
+from areal_conf.errors import ConfigError, ErrorAtKey
 from areal_conf.hints import fix, sentence
 from areal_conf.spec.backends import MAX_SIZE
 
@@ -237,6 +237,11 @@ class RunConfig:
     #: The values read that were interpolations, as written (``${actor.backend}``), by
     #: key: an edit of a key one of them may name means reading the config again.
     interpolations: Mapping[str, str] = field(default_factory=dict)
+    #: Values AReaL's loader requires that the config does not give (``experiment_name``,
+    #: ``train_dataset.path``, ...), one error each: a whole AReaL config may not lack
+    #: them (the check of an AReaL command refuses it); a config given to ``validate``
+    #: for its layouts may.
+    missing_values: tuple[ErrorAtKey, ...] = ()
 
     @property
     def rl(self) -> bool:
