@@ -94,9 +94,10 @@ def _missing(key: str, section: Section, *, written: bool, made: str = "") -> Mi
 
 
 def _is_missing(node: Any) -> bool:
-    test = getattr(node, "_is_missing", None)
-    if callable(test) and callable(getattr(node, "_value", None)):
-        return bool(test())  # a value node: ??? as written, not followed
+    """``???`` as written: a value node's own value (read once, not followed), or text."""
+    value = getattr(node, "_value", None)
+    if callable(value) and not callable(getattr(node, "_get_node", None)):
+        node = value()
     return isinstance(node, str) and node == "???"
 
 
