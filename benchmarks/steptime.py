@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _perf_tables import (
+    DENSE_32B,
     Row,
     active_parameters,
     all_rows,
@@ -493,14 +494,7 @@ def beside_the_baseline() -> None:
 
 
 def speed() -> None:
-    model = {
-        "num_layers": 48,
-        "hidden_size": 5120,
-        "num_attention_heads": 40,
-        "num_kv_heads": 8,
-        "ffn_hidden_size": 25600,
-        "vocab_size": 151936,
-    }
+    model = dict(DENSE_32B)
     spec = "megatron:d8p2t4"
     knobs: dict[str, Any] = {
         "gpu": "h100",

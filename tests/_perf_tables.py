@@ -34,6 +34,16 @@ from areal_conf.model.shape import ModelShape
 from areal_conf.perf.parameters import parameter_count
 
 SHARED = Path(__file__).resolve().parent / "fixtures" / "perf"
+#: A dense model of 32B parameters (Qwen3-32B's sizes), given as a mapping: the model of
+#: the step-time benchmark's speed measurement and of the shape tests.
+DENSE_32B: dict[str, Any] = {
+    "num_layers": 48,
+    "hidden_size": 5120,
+    "num_attention_heads": 40,
+    "num_kv_heads": 8,
+    "ffn_hidden_size": 25600,
+    "vocab_size": 151936,
+}
 
 
 @dataclass(frozen=True)

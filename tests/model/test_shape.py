@@ -6,20 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _perf_tables import DENSE_32B
 from hypothesis import given
 from hypothesis import strategies as st
 
 from areal_conf.errors import AllocationError
 from areal_conf.model.shape import ModelShape, shape_of
 
-SIZES: dict[str, Any] = {
-    "num_layers": 48,
-    "hidden_size": 5120,
-    "num_attention_heads": 40,
-    "num_kv_heads": 8,
-    "ffn_hidden_size": 25600,
-    "vocab_size": 151936,
-}
+SIZES = DENSE_32B
 
 
 def test_the_same_sizes_give_the_same_shape() -> None:
