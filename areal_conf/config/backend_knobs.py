@@ -31,6 +31,7 @@ from areal_conf.config.nodes import (
     read_text,
     read_value,
 )
+from areal_conf.spec.backends import written_backend_name
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ BACKEND_KEYS: Final[dict[str, BackendKey]] = {
     "megatron.recompute_modules": _named(_RECOMPUTE),
     "megatron.moe_router_dtype": _none("the router's GEMM, well under 1% of an MoE layer's FLOPs"),
     "megatron.moe_shared_expert_overlap": _named("the shared expert beside the dispatch", False),
-    "megatron.moe_enable_deepep": _priced("DeepEP's kernels for the flex dispatcher"),
+    "megatron.moe_enable_deepep": _none("selects DeepEP for the flex dispatcher, priced"),
     "megatron.moe_token_dispatcher_type": _priced(
         "all-to-all: a copy of a token for each expert; flex (DeepEP): once to each node "
         "(megatron-bridge runs all-to-all, registry.py:476-481); allgather is named",
@@ -234,7 +235,7 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
             schedule,
         ),
         "bridge_type": bridge,
-        "dedup_dispatch": _backend_name(backend) in ("", "megatron")
+        "dedup_dispatch": written_backend_name(backend) in ("", "megatron")
         and bridge != "megatron-bridge"
         and text(megatron, "moe_token_dispatcher_type", "alltoall") == "flex",
         "unpriced": tuple(_unpriced(node, section, backend)),
@@ -248,7 +249,7 @@ def _grad_reduce_dtype(
     (``areal/engine/fsdp_utils/parallel.py:386``); Megatron's DDP fp32 or the compute
     dtype (``megatron.ddp.grad_reduce_in_fp32``); Archon's float32 always
     (``archon_engine.py:927``)."""
-    name = _backend_name(backend)
+    name = written_backend_name(backend)
     if name == "megatron":
         return "float32" if fp32 else str(dtype)
     if name == "archon":
@@ -259,7 +260,7 @@ def _grad_reduce_dtype(
 def _virtual_stages(backend: object, vpp: int, schedule: str) -> int:
     """Pipeline stages a rank runs: Megatron's ``virtual_pipeline_parallel_size``;
     Archon's schedule's, two unless it is 1F1B."""
-    if _backend_name(backend) == "archon":
+    if written_backend_name(backend) == "archon":
         return 1 if schedule in _SINGLE_STAGE_SCHEDULES else 2
     return vpp
 
@@ -278,11 +279,6 @@ def _archon_recompute(mode: str, option: str, schedule: str) -> str:
     return "op"  # op-level; a memory budget (named) recomputes about as much
 
 
-def _backend_name(backend: object) -> str:
-    """The backend's name, the text before the colon ("" when not written here)."""
-    return backend.partition(":")[0] if isinstance(backend, str) else ""
-
-
 #: The rows a written value may make the plan name, and the sections that hold them.
 _NAMEABLE: Final = {
     path: row for path, row in BACKEND_KEYS.items() if row.effect == "named" or row.usual
@@ -297,7 +293,7 @@ def _unpriced(node: Any, section: str, backend: object) -> Iterator[str]:
     engine's section gives, of the backend it names (AReaL reads ``megatron.*`` for a
     Megatron engine only; all of them when the backend is not written here, as for an
     engine that inherits it). Only the keys written are looked at."""
-    name = _backend_name(backend)
+    name = written_backend_name(backend)
     for top in ("fsdp", "archon", "megatron"):
         if not name or name == top:
             yield from _named_in(node, top, section)

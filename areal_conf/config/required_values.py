@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from areal_conf.config.known_values import WrongValue
+from areal_conf.config.known_values import WrongValue, written_value
 from areal_conf.errors import ErrorAtKey
 from areal_conf.hints import fix
 
@@ -94,11 +94,9 @@ def _missing(key: str, section: Section, *, written: bool, made: str = "") -> Mi
 
 
 def _is_missing(node: Any) -> bool:
-    """``???`` as written: a value node's own value (read once, not followed), or text."""
-    value = getattr(node, "_value", None)
-    if callable(value) and not callable(getattr(node, "_get_node", None)):
-        node = value()
-    return isinstance(node, str) and node == "???"
+    """``???`` as written (not followed)."""
+    value = written_value(node)
+    return isinstance(value, str) and value == "???"
 
 
 def _at(path: str, key: str) -> str:

@@ -10,6 +10,7 @@ from areal_conf.errors import ConfigError
 from areal_conf.hints import either, fix, sentence
 from areal_conf.rules.common import quoted, v1_awex
 from areal_conf.rules.context import Context
+from areal_conf.spec.backends import written_backend_name
 
 COLOCATED_UPDATES: Final = ("disk", "awex")  # weight updates that reach a colocated rollout
 V1_UPDATES: Final = ("disk", "xccl", "awex")
@@ -99,8 +100,7 @@ def _backend_name(ctx: Context, name: str) -> str:
     e = ctx.engines.get(name)
     if e is not None and e.allocation is not None:
         return e.allocation.backend
-    written = ctx.run.engines[name].backend
-    return str(written).partition(":")[0] if written else ""
+    return written_backend_name(ctx.run.engines[name].backend)
 
 
 def check_offload(ctx: Context) -> None:

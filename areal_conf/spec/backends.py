@@ -36,6 +36,12 @@ INFERENCE_BACKENDS: Final = tuple(b for b, r in BACKENDS.items() if r.kind == "i
 TRAINING_BACKENDS: Final = tuple(b for b, r in BACKENDS.items() if r.kind == "training")
 
 
+def written_backend_name(written: object) -> str:
+    """The backend a ``backend`` value names as written, the text before its colon, for a
+    rule that must know it before the value is parsed ("" when nothing is written)."""
+    return written.partition(":")[0] if isinstance(written, str) else ""
+
+
 def backends_supporting(letter: str) -> list[str]:
     return [name for name, rule in BACKENDS.items() if letter in rule.dims]
 
