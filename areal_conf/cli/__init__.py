@@ -10,9 +10,11 @@ import sys
 from collections.abc import Sequence
 
 from areal_conf.cli.areal_command import add_command_verbs
-from areal_conf.cli.explain import add_explain_command, add_migrate_command, add_schema_command
+from areal_conf.cli.explain import add_explain_command
 from areal_conf.cli.layouts import add_layouts_command
+from areal_conf.cli.migrate import add_migrate_command
 from areal_conf.cli.own_options import command_after_separator
+from areal_conf.cli.schema import add_schema_command
 from areal_conf.cli.suggest import add_suggest_command
 from areal_conf.cli.tune import add_tune_command
 from areal_conf.errors import AllocationError

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from areal_conf.cli.options import MODEL_OF_AREAL_CONFIG, add_settings_options, settings_from
-from areal_conf.cli.own_options import own_options, refuse_own_options
+from areal_conf.cli.own_options import add_command_last, refuse_own_options
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.plan.report import plan_report
 from areal_conf.settings import (
@@ -72,15 +72,15 @@ def add_command_verbs(commands: Any) -> None:
                 help="print the plan as JSON, as allocation_plan.json holds it, instead of "
                 "the table",
             )
-        parser.add_argument(
-            "command",
-            nargs=argparse.REMAINDER,
+        add_command_last(
+            parser,
+            verb,
+            _run_verb,
             metavar="AREAL_COMMAND",
             help="the command you start AReaL with, as you type it: python DRIVER.py "
             "--config YAML [OVERRIDE ...], or areal train run --config YAML --driver "
             "MODULE:FUNC [OVERRIDE ...]",
         )
-        parser.set_defaults(run=_run_verb, verb=verb, own_options=own_options(parser))
 
 
 def _run_verb(args: argparse.Namespace) -> int:

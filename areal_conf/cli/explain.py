@@ -1,18 +1,21 @@
-"""``explain`` (backend strings or a config), ``migrate`` (a deprecated allocation_mode)
-and ``schema`` (the JSON Schema of the config)."""
+"""``explain``: what backend strings or a config mean (the plan, the GPU map, the rank
+groups)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from areal_conf.cli.options import (
-    add_settings_options,
-    add_version_option,
-    settings_from,
-)
+from areal_conf.cli.options import add_settings_options, add_verb, settings_from
 from areal_conf.errors import AllocationError
 from areal_conf.hydra.explain import explain_config, explain_specs
+
+SUMMARY = "show what backend strings or a config mean: plan, GPU map, rank groups"
+DESCRIPTION = (
+    "explain BACKEND_STRING [BACKEND_STRING ...]: what backend strings mean; "
+    "explain --config conf/config.yaml [OVERRIDE ...]: the plan table and per-node GPU "
+    "map of a Hydra config. --groups adds the rank groups of training engines."
+)
 
 
 def _explain(args: argparse.Namespace) -> None:
@@ -50,30 +53,8 @@ def _explain(args: argparse.Namespace) -> None:
     )
 
 
-def _migrate(args: argparse.Namespace) -> None:
-    from areal_conf.areal.versions import choose_rules
-    from areal_conf.overrides import shell_line
-    from areal_conf.spec.legacy import migrate_allocation_mode, migration_yaml
-
-    layout = choose_rules(args.areal_version).rules.teacher_layout
-    if args.yaml:
-        print(migration_yaml(args.legacy, teacher_layout=layout), end="")
-    else:
-        # '++' sets a key or adds it: the YAML these go onto may lack some of them (AReaL's
-        # examples rarely spell out scheduling_strategy), and Hydra refuses 'key=value'
-        # for a key the config does not have.
-        overrides = migrate_allocation_mode(args.legacy, teacher_layout=layout)
-        print(shell_line(["++" + override for override in overrides]))
-
-
 def add_explain_command(commands: Any) -> None:
-    explain = commands.add_parser(
-        "explain",
-        help="show what backend strings or a config mean: plan, GPU map, rank groups",
-        description="explain BACKEND_STRING [BACKEND_STRING ...]: what backend strings mean; "
-        "explain --config conf/config.yaml [OVERRIDE ...]: the plan table and per-node GPU "
-        "map of a Hydra config. --groups adds the rank groups of training engines.",
-    )
+    explain = add_verb(commands, "explain", SUMMARY, DESCRIPTION)
     explain.add_argument(
         "spec",
         nargs="*",
@@ -109,33 +90,3 @@ def add_explain_command(commands: Any) -> None:
         mean_response=False,
     )
     explain.set_defaults(run=_explain)
-
-
-def add_migrate_command(commands: Any) -> None:
-    migrate = commands.add_parser(
-        "migrate",
-        help="translate a deprecated allocation_mode into per-engine overrides",
-        description="Translate a deprecated allocation_mode into per-engine overrides. "
-        "Each engine says how it is scheduled ('+' separates engines, '|' colocates them), "
-        "and each override is written '++key=value', which sets the key or adds it where "
-        "the YAML lacks it.",
-    )
-    migrate.add_argument("legacy", help="e.g. 'sglang:d4t2+fsdp:d8'")
-    migrate.add_argument("--yaml", action="store_true", help="print a YAML block instead")
-    add_version_option(migrate)
-    migrate.set_defaults(run=_migrate)
-
-
-def add_schema_command(commands: Any) -> None:
-    schema = commands.add_parser(
-        "schema", help="print a JSON Schema of the config for YAML editors"
-    )
-    add_version_option(schema)
-    schema.set_defaults(run=_schema)
-
-
-def _schema(args: argparse.Namespace) -> None:
-    from areal_conf.areal.versions import choose_rules
-    from areal_conf.hydra.schema import schema_json
-
-    print(schema_json(rules=choose_rules(args.areal_version).rules))

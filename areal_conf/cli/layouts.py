@@ -16,6 +16,7 @@ from areal_conf.advise.sweeps import (
 from areal_conf.areal.roles import ROLE_NAMES
 from areal_conf.cli.options import (
     add_settings_options,
+    add_verb,
     add_whole_option,
     settings_from,
 )
@@ -39,18 +40,19 @@ _RANK_TOKENS_PER_STEP = 1 << 20
 
 _RANK_CONCURRENT = 256
 
+SUMMARY = "list every valid layout of a backend on N GPUs"
+DESCRIPTION = (
+    "Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
+    "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
+    "--hydra one multirun override that tries them all, to paste after "
+    "python train.py -m. "
+    "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts."
+)
+
 
 def add_layouts_command(commands: Any) -> None:
     names = join_or(list(BACKENDS))
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "layouts",
-        help="list every valid layout of a backend on N GPUs",
-        description="Print every distinct valid layout of BACKEND on exactly --gpus GPUs "
-        "(canonical strings, one per line, ordered by pp, tp, cp, ep, etp), or with "
-        "--hydra one multirun override that tries them all, to paste after "
-        "python train.py -m. "
-        "Expert layouts (ep, etp > 1) are listed only when --model sets num_experts.",
-    )
+    parser = add_verb(commands, "layouts", SUMMARY, DESCRIPTION)
     parser.add_argument("backend", help=f"backend name: {names}")
     parser.add_argument(
         "--gpus",
@@ -235,8 +237,17 @@ def _ranked_layouts(
     gpu, said = gpu_for_speed(settings.gpu)
     gpu_memory_gb = gpu_memory_of(settings)[0]
     per_node = args.max_tp if args.max_tp is not None else _LAYOUTS_MAX_TP
+    # the layouts asked for (the backend on its GPUs, where they run, how many to show),
+    # as either ranking takes them
+    asked: dict[str, Any] = {
+        "backend": args.backend,
+        "gpus": args.gpus,
+        "gpu": gpu,
+        "n_gpus_per_node": per_node,
+        "top": args.top,
+    }
     if BACKENDS[args.backend].kind == "inference":
-        _ranked_inference(args, shape, gpu, said, engine, per_node)
+        _ranked_inference(args, shape, said, engine, asked)
         return
     from areal_conf.perf.ranking import rank_layouts
 
@@ -248,18 +259,14 @@ def _ranked_layouts(
             "model's max_seq_len",
         )
     ranked = rank_layouts(
-        args.backend,
-        args.gpus,
-        model,
-        gpu=gpu,
+        model=model,
         tokens_per_step=args.tokens_per_step,
         tokens_per_microbatch=microbatch,
-        n_gpus_per_node=per_node,
         recompute="full" if args.gradient_checkpointing else "none",
         max_tp=args.max_tp,
         gpu_memory_gb=gpu_memory_gb,
         fits_only=args.fits,
-        top=args.top,
+        **asked,
     )
     if not ranked:
         if args.fits:
@@ -281,21 +288,12 @@ def _ranked_layouts(
 
 
 def _ranked_inference(
-    args: argparse.Namespace, shape: Any, gpu: Any, said: str, engine: str, per_node: int
+    args: argparse.Namespace, shape: Any, said: str, engine: str, asked: dict[str, Any]
 ) -> None:
     from areal_conf.perf.ranking import rank_decode
 
     context = args.context_tokens or (shape.max_seq_len // 2 if shape.max_seq_len else 4096)
-    ranked = rank_decode(
-        args.backend,
-        args.gpus,
-        shape,
-        gpu=gpu,
-        concurrent=args.concurrent,
-        context_tokens=context,
-        n_gpus_per_node=per_node,
-        top=args.top,
-    )
+    ranked = rank_decode(model=shape, concurrent=args.concurrent, context_tokens=context, **asked)
     if not ranked:
         raise ConfigError(
             f"no {args.backend} layout on {args.gpus} GPUs keeps a sequence of {context:,} "

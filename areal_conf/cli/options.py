@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from areal_conf.settings import DEFAULT_GPU_MEMORY_GB, KNOBS, Settings, from_environment
+
+if TYPE_CHECKING:
+    from areal_conf.command.check import AdviceRequest
 
 #: The most tokens (or sequences) a flag takes: far beyond any run, and small enough that
 #: every estimate stays a finite float.
@@ -153,3 +156,30 @@ def add_advice_options(
     parser.add_argument("--top", type=int, default=3, metavar="K", help=top_help)
     parser.add_argument("--json", action="store_true", help=json_help)
     add_settings_options(parser, MODEL_OF_AREAL_CONFIG)
+
+
+def advice_request(args: argparse.Namespace, command: list[str]) -> AdviceRequest:
+    """What ``suggest`` or ``tune`` is asked, from the options of :func:`add_advice_options`
+    and the ``command`` (overrides, or a whole AReaL command after ``--``) that follows
+    them; an option of the verb's own written after the command is refused, since AReaL
+    would get it."""
+    from areal_conf.cli.own_options import refuse_own_options
+    from areal_conf.command.check import AdviceRequest
+
+    if command[:1] == ["--"]:
+        command = command[1:]
+    refuse_own_options(args, command)
+    if args.config is not None:
+        command = ["--config", args.config, *command]
+    return AdviceRequest(command, settings=settings_from(args), top=args.top, as_json=args.json)
+
+
+def add_verb(
+    commands: Any, verb: str, summary: str, description: str, *, usage: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of ``verb``: ``summary`` is its line in the list of verbs, ``description``
+    what its own ``--help`` says of it."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        verb, help=summary, description=description, usage=usage
+    )
+    return parser

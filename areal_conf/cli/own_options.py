@@ -7,12 +7,22 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 
 def own_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     """A verb's options by their strings (``--gpu``, ...), for spotting them in the
     AReaL command."""
     return dict(parser._option_string_actions)
+
+
+def add_command_last(
+    parser: argparse.ArgumentParser, verb: str, run: Any, *, metavar: str, help: str
+) -> None:
+    """The command (or overrides) that follows the options of ``verb``, declared after
+    them, and the options it then has, to spot them in that command."""
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar=metavar, help=help)
+    parser.set_defaults(run=run, verb=verb, own_options=own_options(parser))
 
 
 # The verbs that take an AReaL command (or overrides) after their own options.

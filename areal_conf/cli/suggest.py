@@ -6,41 +6,34 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from areal_conf.cli.options import add_advice_options, settings_from
-from areal_conf.cli.own_options import own_options, refuse_own_options
+from areal_conf.cli.options import add_advice_options, add_verb, advice_request
+from areal_conf.cli.own_options import add_command_last
+
+SUMMARY = "the predicted-fastest layouts of a config's engines, and the rollout/actor split"
+USAGE = "python -m areal_conf suggest [OPTIONS] --config YAML [OVERRIDE ...]"
+DESCRIPTION = (
+    "Compose an AReaL experiment YAML as AReaL does, check it, and print "
+    "for each training engine the layouts with the shortest predicted training step on "
+    "the GPUs it has, for the rollout the layouts with the most decode tokens per "
+    "second, and how to split the rollout's and the actor's GPUs so that generation "
+    "keeps up with training. The batch comes from train_dataset.batch_size, "
+    "gconfig.n_samples, gconfig.max_new_tokens and train_dataset.max_length. "
+    "A config that does not start because of its layouts (too few GPUs, too little "
+    "memory, a tensor-parallel size the model's heads do not divide) gets its error, "
+    "then the layouts that pass on its GPUs. "
+    "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
+    "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ..."
+)
 
 
 def _suggest(args: argparse.Namespace) -> None:
     from areal_conf.command.check import suggest_for_command
 
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    refuse_own_options(args, command)
-    if args.config is not None:
-        command = ["--config", args.config, *command]
-    print(
-        suggest_for_command(command, settings=settings_from(args), top=args.top, as_json=args.json)
-    )
+    print(suggest_for_command(advice_request(args, list(args.command))))
 
 
 def add_suggest_command(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "suggest",
-        help="the predicted-fastest layouts of a config's engines, and the rollout/actor split",
-        usage="python -m areal_conf suggest [OPTIONS] --config YAML [OVERRIDE ...]",
-        description="Compose an AReaL experiment YAML as AReaL does, check it, and print "
-        "for each training engine the layouts with the shortest predicted training step on "
-        "the GPUs it has, for the rollout the layouts with the most decode tokens per "
-        "second, and how to split the rollout's and the actor's GPUs so that generation "
-        "keeps up with training. The batch comes from train_dataset.batch_size, "
-        "gconfig.n_samples, gconfig.max_new_tokens and train_dataset.max_length. "
-        "A config that does not start because of its layouts (too few GPUs, too little "
-        "memory, a tensor-parallel size the model's heads do not divide) gets its error, "
-        "then the layouts that pass on its GPUs. "
-        "Instead of --config, the whole AReaL command may follow: python -m areal_conf "
-        "suggest -- python examples/math/gsm8k_rl.py --config x.yaml ...",
-    )
+    parser = add_verb(commands, "suggest", SUMMARY, DESCRIPTION, usage=USAGE)
     add_advice_options(
         parser,
         config_help="the AReaL experiment YAML",
@@ -48,11 +41,11 @@ def add_suggest_command(commands: Any) -> None:
         json_help="print the suggestion as JSON, with the predicted RL step and its fastest "
         "layouts",
     )
-    parser.add_argument(
-        "command",
-        nargs=argparse.REMAINDER,
+    add_command_last(
+        parser,
+        "suggest",
+        _suggest,
         metavar="OVERRIDE",
         help="Hydra overrides of the YAML (actor.backend=megatron:d4t2), or the whole AReaL "
         "command after --",
     )
-    parser.set_defaults(run=_suggest, verb="suggest", own_options=own_options(parser))

@@ -6,28 +6,31 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from areal_conf.cli.options import add_advice_options, settings_from
-from areal_conf.cli.own_options import own_options, refuse_own_options
+from areal_conf.cli.options import add_advice_options, add_verb, advice_request
+from areal_conf.cli.own_options import add_command_last
+
+SUMMARY = "a run's measured step against the prediction, calibrated, and faster layouts"
+USAGE = "python -m areal_conf tune RUN --config YAML [OPTIONS] [OVERRIDE ...]"
+DESCRIPTION = (
+    "Read what an AReaL run logged (RUN: its log directory, "
+    "{fileroot}/logs/{user}/{experiment}/{trial}, or its main.log or trainer.log), "
+    "leave out its warm-up steps, and print each phase of its steps as measured "
+    "against the prediction for the config it ran (--config and the overrides it was "
+    "started with). The prediction is then calibrated to the run, and the layouts of "
+    "the rollout and the actor on the same GPUs, split anew, are ranked by the "
+    "calibrated prediction, each with the overrides to apply. Nothing is written."
+)
 
 
 def _tune(args: argparse.Namespace) -> None:
     from areal_conf.command.check import tune_for_command
 
     command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    else:  # tune's options may follow RUN: take them, leave the overrides
+    if command[:1] != ["--"]:  # tune's options may follow RUN: take them, leave the overrides
         options = argparse.ArgumentParser(prog="python -m areal_conf tune", add_help=False)
         _add_options(options)
         _, command = options.parse_known_args(command, namespace=args)
-    refuse_own_options(args, command)
-    if args.config is not None:
-        command = ["--config", args.config, *command]
-    print(
-        tune_for_command(
-            args.run_log, command, settings=settings_from(args), top=args.top, as_json=args.json
-        )
-    )
+    print(tune_for_command(args.run_log, advice_request(args, command)))
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -40,25 +43,14 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_tune_command(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "tune",
-        help="a run's measured step against the prediction, calibrated, and faster layouts",
-        usage="python -m areal_conf tune RUN --config YAML [OPTIONS] [OVERRIDE ...]",
-        description="Read what an AReaL run logged (RUN: its log directory, "
-        "{fileroot}/logs/{user}/{experiment}/{trial}, or its main.log or trainer.log), "
-        "leave out its warm-up steps, and print each phase of its steps as measured "
-        "against the prediction for the config it ran (--config and the overrides it was "
-        "started with). The prediction is then calibrated to the run, and the layouts of "
-        "the rollout and the actor on the same GPUs, split anew, are ranked by the "
-        "calibrated prediction, each with the overrides to apply. Nothing is written.",
-    )
+    parser = add_verb(commands, "tune", SUMMARY, DESCRIPTION, usage=USAGE)
     parser.add_argument("run_log", metavar="RUN", help="the run's log directory or log file")
     _add_options(parser)
-    parser.add_argument(
-        "command",
-        nargs=argparse.REMAINDER,
+    add_command_last(
+        parser,
+        "tune",
+        _tune,
         metavar="OVERRIDE",
         help="the Hydra overrides the run was started with (actor.backend=megatron:d4t2), "
         "or its whole AReaL command after --",
     )
-    parser.set_defaults(run=_tune, verb="tune", own_options=own_options(parser))

@@ -127,28 +127,44 @@ class _ForPrediction:
         )
 
 
+@dataclass(frozen=True)
+class AdviceRequest:
+    """What ``suggest`` and ``tune`` are asked: the config's command (``--config YAML
+    [OVERRIDE ...]`` or a whole AReaL command), areal-conf's settings (the environment's
+    when None), the directory the command runs in (the current one when None), how many
+    layouts to show, and JSON rather than text."""
+
+    argv: Sequence[str]
+    settings: Settings | None = None
+    cwd: str | os.PathLike[str] | None = None
+    top: int = 3
+    as_json: bool = False
+
+    def answer(self, found: Any, text: Callable[[Any], str]) -> str:
+        """``found`` as JSON or, by ``text``, as text."""
+        import json
+
+        return json.dumps(found.to_dict(), indent=2) if self.as_json else text(found)
+
+
 def _for_prediction(
-    verb: str,
-    argv: Sequence[str],
-    settings: Settings | None,
-    cwd: Any,
-    top: int,
-    *,
-    refused: frozenset[str] = frozenset(),
+    verb: str, request: AdviceRequest, *, refused: frozenset[str] = frozenset()
 ) -> _ForPrediction:
-    """The config of ``argv`` composed as AReaL composes it and checked (a config that
-    would not start gets its error, unless a rule of ``refused`` gave it: that error is
-    then kept in place of the validation), with the model's shape, which ``verb`` needs."""
+    """The config of the request's command composed as AReaL composes it and checked (a
+    config that would not start gets its error, unless a rule of ``refused`` gave it: that
+    error is then kept in place of the validation), with the model's shape, which ``verb``
+    needs."""
     from areal_conf.command.argv import parse_config_command
     from areal_conf.model.shape import ModelShape, model_shape
     from areal_conf.perf.speed import gpu_for_speed
     from areal_conf.settings import default_settings, gpu_memory_of
     from areal_conf.validation import validate_run
 
+    top = request.top
     if type(top) is not int or top < 1:
         raise AllocationError(f"--top must be a positive integer, got {top!r}", hint="e.g. --top 3")
-    settings = settings if settings is not None else default_settings()
-    command = parse_config_command(argv, cwd)
+    settings = request.settings if request.settings is not None else default_settings()
+    command = parse_config_command(request.argv, request.cwd)
     cfg = compose_as_areal(command, areal_version=settings.areal_version)
     reading = _read(command, cfg, settings)
     checked: Validation | AllocationError
@@ -174,46 +190,26 @@ def _for_prediction(
     return _ForPrediction(reading, checked, shape, gpu, said, memory_gb, settings)
 
 
-def suggest_for_command(
-    argv: Sequence[str],
-    *,
-    settings: Settings | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    top: int = 3,
-    as_json: bool = False,
-) -> str:
-    """What ``python -m areal_conf suggest`` prints for ``--config YAML [OVERRIDE ...]``
-    (or a whole AReaL command): the config is composed as AReaL composes it and checked
-    first, so a config that would not start gets its error instead, or, when its layouts
-    are what stops it, that error and the layouts that pass."""
-    import json
-
+def suggest_for_command(request: AdviceRequest) -> str:
+    """What ``python -m areal_conf suggest`` prints for the request's command: the config
+    is composed as AReaL composes it and checked first, so a config that would not start
+    gets its error instead, or, when its layouts are what stops it, that error and the
+    layouts that pass."""
     from areal_conf.advise.suggest import LAYOUT_RULES, suggest, suggestion_text
 
-    given = _for_prediction("suggest", argv, settings, cwd, top, refused=LAYOUT_RULES)
-    found = given.advise(suggest, top=top)
-    return json.dumps(found.to_dict(), indent=2) if as_json else suggestion_text(found)
+    given = _for_prediction("suggest", request, refused=LAYOUT_RULES)
+    return request.answer(given.advise(suggest, top=request.top), suggestion_text)
 
 
-def tune_for_command(
-    run_log: str | os.PathLike[str],
-    argv: Sequence[str],
-    *,
-    settings: Settings | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    top: int = 3,
-    as_json: bool = False,
-) -> str:
+def tune_for_command(run_log: str | os.PathLike[str], request: AdviceRequest) -> str:
     """What ``python -m areal_conf tune RUN`` prints for the run whose log is at
-    ``run_log`` and the command (``--config YAML [OVERRIDE ...]``) it was started with."""
-    import json
-
+    ``run_log`` and the request's command, the one it was started with."""
     from areal_conf.advise.run_logs import read_log
     from areal_conf.advise.tune import tune_text, tuning
 
     log = read_log(run_log)
-    found = _for_prediction("tune", argv, settings, cwd, top).advise(tuning, log, top=top)
-    return json.dumps(found.to_dict(), indent=2) if as_json else tune_text(found)
+    found = _for_prediction("tune", request).advise(tuning, log, top=request.top)
+    return request.answer(found, tune_text)
 
 
 def run_command(command: AReaLCommand, *, env: Mapping[str, str] | None = None) -> Finished:
