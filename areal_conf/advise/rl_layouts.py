@@ -48,11 +48,14 @@ MAX_SPLITS: Final = 32
 class RLLayout:
     """One way to lay out the actor and the rollout, predicted."""
 
+    #: The rollout's and the actor's backend strings (``sglang:d4t2``, ``fsdp:d8``).
     rollout: str
     actor: str
+    #: The GPUs each has: the same ones when they are colocated.
     rollout_gpus: int
     actor_gpus: int
     colocated: bool
+    #: The RL step predicted for this layout.
     step: RLStep
     #: The overrides that give this layout, as Hydra takes them on the config.
     overrides: tuple[str, ...]

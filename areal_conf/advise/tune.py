@@ -70,16 +70,21 @@ KEPT_UP: Final = 0.05
 class Measured:
     """What the run's log says of a step, over the steps kept."""
 
+    #: The first and the last step kept, and the warm-up steps left out before them.
     first_step: int
     last_step: int
     warmup: int
+    #: The median seconds of a step (the gap between two steps' logs).
     step_seconds: float
     #: Half the spread of the middle half of the step times, as a share of their median.
     spread: float
+    #: The median seconds of each phase the log times (``timeperf/*``), by phase.
     phases: Mapping[str, float]
+    #: The median seconds the trainer waited for the rollout's batch.
     rollout_wait: float
     #: Seconds to generate a batch, when the log shows it (see the module docstring).
     generate: float | None
+    #: The median response's tokens and the tokens a step trained on, when logged.
     mean_response_tokens: int | None
     tokens_per_step: float | None
 

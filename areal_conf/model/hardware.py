@@ -46,23 +46,25 @@ from areal_conf.errors import AllocationError, ConfigError
 
 @dataclass(frozen=True)
 class Hardware:
-    """One GPU: ``peak_tflops`` dense BF16 tensor throughput, ``hbm_gb`` its memory (GB,
-    10^9 bytes), ``hbm_tb_per_s`` the memory's bandwidth, and the bandwidth per GPU, one
-    direction, to a GPU of its node (``intra_node_gb_per_s``, NVLink) and of another
-    node (``inter_node_gb_per_s``, the network). ``sm_count`` (streaming
-    multiprocessors) and ``gemm_efficiency`` (the share of ``peak_tflops`` that cuBLAS
-    reaches on a large bf16 GEMM) serve the step-time model of
-    :mod:`areal_conf.perf.step_time`; ``host_gb_per_s`` (PCIe, one direction, to host
-    memory) prices offloads."""
+    """One GPU, from its data sheet. ``sm_count`` and ``gemm_efficiency`` serve the
+    step-time model of :mod:`areal_conf.perf.step_time`; ``host_gb_per_s`` prices
+    offloads."""
 
     name: str
+    #: Dense BF16 tensor throughput, TFLOPS.
     peak_tflops: float
+    #: The GPU's memory, GB (10^9 bytes), and its bandwidth, TB/s.
     hbm_gb: float
     hbm_tb_per_s: float
+    #: Bandwidth per GPU, one direction, to a GPU of its node (NVLink) and to a GPU of
+    #: another node (the network), GB/s.
     intra_node_gb_per_s: float
     inter_node_gb_per_s: float
+    #: Streaming multiprocessors.
     sm_count: int = 132
+    #: The share of ``peak_tflops`` that cuBLAS reaches on a large bf16 GEMM.
     gemm_efficiency: float = 0.75
+    #: Bandwidth to host memory (PCIe), one direction, GB/s.
     host_gb_per_s: float = 64.0
 
     def __post_init__(self) -> None:

@@ -42,15 +42,25 @@ ELEMENTWISE_PER_HIDDEN: Final = 10
 
 @dataclass(frozen=True)
 class Sizes:
+    """A model's shape in the step-time model's short names (0 for what a model has not)."""
+
+    #: Transformer layers.
     layers: int
+    #: The hidden size.
     h: int
+    #: Query heads, and key/value heads (fewer with grouped-query attention).
     heads: int
     kv_heads: int
+    #: The size of one head.
     head_dim: int
+    #: The intermediate size of a dense layer's MLP.
     ffn: int
+    #: The vocabulary (the embedding's and the output layer's rows).
     vocab: int
-    experts: int  # 0: dense
+    #: Routed experts (0: a dense model), and the experts each token is routed to.
+    experts: int
     topk: int
+    #: The intermediate size of one routed expert, and of the shared experts together.
     moe_ffn: int
     shared_ffn: int
 

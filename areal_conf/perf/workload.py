@@ -54,20 +54,20 @@ PAIRED: Final = ("rw", "dpo")
 
 @dataclass(frozen=True)
 class StepWorkload:
-    """The sequences one training step of a config trains on, as assumed.
-
-    ``batch_size`` is ``train_dataset.batch_size``: prompts (RL), sequences (SFT) or
-    pairs (RW, DPO). ``sequence_tokens`` is the assumed (mean) length of a trained
-    sequence, ``longest_sequence`` the longest one can be (one micro-batch, unless
-    ``mb_spec.max_tokens_per_mb`` says otherwise). The RL fields are 0 (1 sample) for the
-    other trainers.
-    """
+    """The sequences one training step of a config trains on, as assumed. The RL fields
+    are 0 (1 sample) for the other trainers."""
 
     trainer: Trainer
+    #: ``train_dataset.batch_size``: prompts (RL), sequences (SFT) or pairs (RW, DPO).
     batch_size: int
+    #: The sequences trained: an RL prompt's samples each, a pair's two.
     sequences: int
+    #: The assumed (mean) length of a trained sequence, and the longest one can be (one
+    #: micro-batch, unless ``mb_spec.max_tokens_per_mb`` says otherwise).
     sequence_tokens: int
     longest_sequence: int
+    #: RL: a prompt's tokens, its samples (``gconfig.n_samples``), the most tokens a
+    #: response may have (``gconfig.max_new_tokens``) and the mean one assumed.
     prompt_tokens: int = 0
     n_samples: int = 1
     max_new_tokens: int = 0
