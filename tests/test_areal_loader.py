@@ -435,8 +435,27 @@ REQUIRED = [
     (("~rollout.experiment_name",), True, ""),
     (("~valid_dataset",), True, ""),
 ]
+#: Interpolations of keys the YAML leaves out: AReaL merges the YAML onto its dataclasses
+#: first, so they get the dataclass's default, unless it has none (a null teacher).
+REFERENCED = [
+    (
+        ("~cluster.n_gpus_per_node", "++actor.mb_spec.n_mbs=${cluster.n_gpus_per_node}"),
+        True,
+        "",
+    ),
+    (
+        ("~train_dataset.batch_size", "rollout.consumer_batch_size=${train_dataset.batch_size}"),
+        True,
+        "",
+    ),
+    (
+        ("rollout.max_concurrent_rollouts=${teacher.rollout.max_concurrent_rollouts}",),
+        False,
+        "rollout.max_concurrent_rollouts",
+    ),
+]
 #: Each row: (overrides, taken, the key areal-conf's message starts with).
-CHECKED = [(o, t, o[0].lstrip("+").partition("=")[0]) for o, t in VALUES] + REQUIRED
+CHECKED = [(o, t, o[0].lstrip("+").partition("=")[0]) for o, t in VALUES] + REQUIRED + REFERENCED
 
 
 @pytest.mark.parametrize(

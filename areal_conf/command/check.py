@@ -228,7 +228,12 @@ def compose_as_areal(
     the command's own, for one job of a sweep): the ``--config`` file's directory is the
     config directory, the file name up to ``.yaml`` the config name. An override of a key
     the YAML lacks points at the override, with the key it may mean among the YAML's and
-    AReaL ``areal_version``'s keys."""
+    AReaL ``areal_version``'s keys. As AReaL merges the YAML onto its dataclasses before
+    resolving it, a key an interpolation names and the YAML lacks gets AReaL's default."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from areal_conf.areal.versions import choose_rules
+    from areal_conf.config.areal_defaults import referenced_defaults
     from areal_conf.hydra.explain import compose_file
 
     path = config_file(command)
@@ -236,7 +241,7 @@ def compose_as_areal(
     parse_overrides(command, given)
     name = path.name.split(AREAL_CONFIG_SUFFIX)[0]
     try:
-        return compose_file(path, name, given, shown=command.config, areal_version=areal_version)
+        cfg = compose_file(path, name, given, shown=command.config, areal_version=areal_version)
     except ErrorAtKey as err:
         override = err.given_by(given)
         if override is None:
@@ -248,6 +253,10 @@ def compose_as_areal(
             err.reason,
             err.hint,
         ) from None
+    assert isinstance(cfg, DictConfig)  # what Hydra's compose returns
+    for key, default in referenced_defaults(cfg, choose_rules(areal_version).version).items():
+        OmegaConf.update(cfg, key, default, force_add=True)
+    return cfg
 
 
 def _validated(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Validation:

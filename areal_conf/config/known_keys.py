@@ -237,7 +237,7 @@ def _model_keys() -> tuple[str, ...]:
 
 
 @functools.cache
-def _root(version: str) -> Section:
+def root_section(version: str) -> Section:
     """The top level: every experiment config's fields together."""
     return _section(version, "", areal_keys(version).experiments)
 
@@ -252,7 +252,7 @@ def _engine_classes(version: str) -> tuple[str, ...]:
 
 def top_section(version: str, name: str, node: Any) -> Section | None:
     """The section at the top-level key ``name`` (None: not checked)."""
-    root = _root(version)
+    root = root_section(version)
     if name == MODEL:
         return _model_section()
     if name in root.fields:
@@ -278,7 +278,7 @@ def _model_section() -> Section:
 @functools.cache
 def _teacher(version: str) -> Section:
     """The teacher's section under AReaL ``version``."""
-    section = _root(version).child("teacher")
+    section = root_section(version).child("teacher")
     assert section is not None
     return section
 
@@ -357,7 +357,7 @@ def check_keys(cfg: Any, version: str) -> tuple[WrongValue | None, tuple[WrongVa
     config does not give (:mod:`areal_conf.config.required_values`)."""
     top = keys_of(cfg)
     own_config = MODEL in top
-    root = _root(version)
+    root = root_section(version)
     wrong: list[WrongValue] = []
     missing: list[WrongValue] = []
     for name in top:

@@ -17,12 +17,12 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Final
 
 from areal_conf.areal.roles import example_backend
-from areal_conf.config.known_values import written_value
+from areal_conf.config.known_values import NO_DEFAULT, written_value
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.hints import Fix, either, fix, sentence
 
@@ -37,6 +37,12 @@ PRESENT: ContextVar[set[str] | None] = ContextVar("present", default=None)
 #: While :func:`areal_conf.config.reading.read_config` reads a config: the values it read
 #: that were interpolations, as written, by full key.
 INTERPOLATIONS: ContextVar[dict[str, str] | None] = ContextVar("interpolations", default=None)
+#: While :func:`areal_conf.config.reading.read_config` reads a config: AReaL's default for
+#: a key an interpolation names and the config lacks, by full key (``NO_DEFAULT``: none),
+#: as AReaL's loader merges the config onto its dataclasses before resolving it.
+ABSENT_DEFAULT: ContextVar[Callable[[str], object] | None] = ContextVar(
+    "absent_default", default=None
+)
 
 
 def has_key(section: Any, key: str) -> bool:
@@ -113,8 +119,15 @@ def _node_value(node: Any, depth: int, where: str = "") -> Any:
         else:
             return _UNREAD
         if target is None:
-            return _UNREAD
+            return _absent_default(match[1])
     return _node_value(target, depth + 1)
+
+
+def _absent_default(key: str) -> Any:
+    """AReaL's default for the absent ``key`` an interpolation names, or ``_UNREAD``."""
+    default_of = ABSENT_DEFAULT.get()
+    default = NO_DEFAULT if default_of is None else default_of(key)
+    return _UNREAD if default is NO_DEFAULT else default
 
 
 def unresolvable(key: str | None, err: BaseException, written: object = None) -> AllocationError:

@@ -16,6 +16,7 @@ AllocationError naming the key; a value of the right type that AReaL would refus
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Final
@@ -28,9 +29,11 @@ from areal_conf.areal.roles import (
     TEACHER_LAYOUTS,
 )
 from areal_conf.areal.versions import AReaLVersion, EngineRow
+from areal_conf.config.areal_defaults import default_at
 from areal_conf.config.backend_knobs import backend_knobs
 from areal_conf.config.known_keys import check_keys
 from areal_conf.config.nodes import (
+    ABSENT_DEFAULT,
     INTERPOLATIONS,
     KEYS_SEEN,
     PRESENT,
@@ -98,6 +101,7 @@ def read_config(cfg: Any, rules: AReaLVersion, *, keys: bool = True) -> RunConfi
     interpolations: dict[str, str] = {}
     found = PRESENT.set(present)
     followed = INTERPOLATIONS.set(interpolations)
+    defaults = ABSENT_DEFAULT.set(functools.partial(default_at, cfg, version=rules.version))
     try:
         run = _read_config(cfg, rules, keys)
         return replace(run, present_keys=frozenset(present), interpolations=interpolations)
@@ -105,6 +109,7 @@ def read_config(cfg: Any, rules: AReaLVersion, *, keys: bool = True) -> RunConfi
         KEYS_SEEN.reset(token)
         PRESENT.reset(found)
         INTERPOLATIONS.reset(followed)
+        ABSENT_DEFAULT.reset(defaults)
 
 
 def _read_config(cfg: Any, rules: AReaLVersion, keys: bool) -> RunConfig:

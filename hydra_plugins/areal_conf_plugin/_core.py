@@ -297,12 +297,18 @@ def basic_sweep_jobs(config: DictConfig, hydra_context: HydraContext) -> list[li
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
+    # As written: an override's value may be an interpolation (a=${b}), which is the
+    # job's to resolve, in its own config.
+    params = _as_written(OmegaConf.select(config, "hydra.sweeper.params", default=None)) or {}
     arguments = [f"{k}={v}" for k, v in params.items()]
-    arguments += list(OmegaConf.select(config, "hydra.overrides.task", default=[]) or [])
+    arguments += _as_written(OmegaConf.select(config, "hydra.overrides.task", default=None)) or []
     parser = OverridesParser.create(config_loader=hydra_context.config_loader)
     expanded = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
     return [list(job) for job in expanded[0]] if expanded else [[]]
+
+
+def _as_written(node: Any) -> Any:
+    return None if node is None else OmegaConf.to_container(node, resolve=False)
 
 
 def failed_job(num: int, overrides: Sequence[str], reason: str) -> JobReturn:

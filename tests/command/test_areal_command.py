@@ -689,6 +689,25 @@ def test_sweep_dry_run_prints_each_command_and_plan(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_a_sweep_resolves_a_key_the_yaml_leaves_out_to_areals_default(tmp_path: Path) -> None:
+    """As AReaL's loader does: it merges the YAML onto its dataclasses before resolving."""
+    runs = tmp_path / "runs"
+    out = cli(
+        "sweep",
+        "--dry-run",
+        *DRIVER,
+        "scheduler.type=local",
+        "~cluster.n_gpus_per_node",
+        "++actor.mb_spec.n_mbs=${cluster.n_gpus_per_node}",
+        "actor.backend=megatron:d4,megatron:d2t2",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        out=runs,
+    )
+    assert out.returncode == 0, out.stderr
+    assert started(runs) == []
+
+
+@pytest.mark.e2e
 def test_sweep_reports_each_jobs_exit_status(tmp_path: Path) -> None:
     runs, sweep_dir = tmp_path / "runs", tmp_path / "sweep"
     out = cli(
