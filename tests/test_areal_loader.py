@@ -419,6 +419,9 @@ VALUES = [
     (("++actor.optimizer.warmup_steps=null",), True),
     (("++actor.optimizer.lr={a: 1}",), False),
     (("actor.path=3",), True),
+    (("cluster.n_gpus_per_node='8'",), True),
+    (("cluster.n_nodes='1'",), True),
+    (("cluster.n_nodes=one",), False),
 ]
 
 

@@ -242,15 +242,22 @@ def read_bool(section: Any, key: str, where: str, default: bool) -> bool:
     return value
 
 
+def as_int_field(value: Any) -> Any:
+    """``value`` as AReaL's typed loader takes it for an ``int`` field: text of a whole
+    number (``'8'``, from ``${oc.env:N}`` or quoted) is that number; anything else as it
+    is."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
+        return int(value)
+    return value
+
+
 def read_int(
     section: Any, key: str, where: str, default: int | None, example: int, least: int = 1
 ) -> int | None:
     """A whole number from ``least`` (None: absent, then ``default``)."""
-    value = read_value(section, key, where, None)
+    value = as_int_field(read_value(section, key, where, None))
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
-        value = int(value)  # as AReaL's typed loader converts it
     if type(value) is not int or value < least:
         raise ConfigError(
             f"{where}: must be a whole number from {least}, got {value!r}",

@@ -37,6 +37,7 @@ from areal_conf.config.nodes import (
     INTERPOLATIONS,
     KEYS_SEEN,
     PRESENT,
+    as_int_field,
     given_section,
     has_key,
     is_absent,
@@ -173,7 +174,7 @@ def read_cluster(cfg: Any) -> Cluster:
     values = []
     # n_gpus_per_node 0 is AReaL's CPU template.
     for field_name, default, least in (("n_nodes", 1, 1), ("n_gpus_per_node", 8, 0)):
-        value = read_value(cluster, field_name, f"cluster.{field_name}", default)
+        value = as_int_field(read_value(cluster, field_name, f"cluster.{field_name}", default))
         if type(value) is not int or value < least:
             what = "a positive whole number" if least else "a whole number, 0 for a CPU run"
             raise AllocationError(
@@ -468,7 +469,7 @@ def _specs(node: Any, where: str) -> tuple[tuple[WorkerSpec, ...] | None, str]:
     for i, entry in enumerate(value):
         if not is_mapping(entry):
             return (), f"entry {i} must be a section (gpu, cpu, mem, ...), got {entry!r}"
-        gpu = read_value(entry, "gpu", f"{where}.{i}.gpu", 0)
+        gpu = as_int_field(read_value(entry, "gpu", f"{where}.{i}.gpu", 0))
         if type(gpu) is not int or gpu < 0:
             raise ConfigError(
                 f"{where}.{i}.gpu: must be a whole number of GPUs, got {gpu!r}",

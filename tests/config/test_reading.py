@@ -97,6 +97,25 @@ def test_an_absent_key_is_the_default() -> None:
     assert read_value({"a": 1}, "a", "a") == 1  # a plain mapping too
 
 
+def test_text_of_a_whole_number_reads_as_the_number_as_areals_loader_converts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An int field written as text (``${oc.env:N}``, a quoted number) is that number in
+    AReaL's merge (OmegaConf converts it for the dataclass's int field)."""
+    monkeypatch.setenv("AREAL_CONF_TEST_GPUS", "4")
+    cfg = OmegaConf.create(
+        {
+            "cluster": {"n_nodes": "2", "n_gpus_per_node": "${oc.env:AREAL_CONF_TEST_GPUS}"},
+            "actor": {"backend": "fsdp:d4", "scheduling_spec": [{"gpu": "1"}]},
+            "rollout": {"backend": "sglang:d4"},
+        }
+    )
+    run = read_config(cfg, VERSIONS["2.0"])
+    assert (run.cluster.n_nodes, run.cluster.n_gpus_per_node) == (2, 4)
+    specs = run.engines["actor"].specs
+    assert specs is not None and specs[0].gpu == 1
+
+
 def test_read_config_reads_interpolated_engine_keys() -> None:
     cfg = config()
     cfg.ref = {"backend": "${actor.backend}", "scheduling_spec": "${actor.scheduling_spec}"}
