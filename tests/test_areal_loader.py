@@ -434,6 +434,7 @@ REQUIRED = [
     (("~stats_logger",), False, "stats_logger.experiment_name"),
     (("train_dataset.path=???",), False, "train_dataset.path"),
     (("~train_dataset.type",), False, "train_dataset.type"),
+    (("~ref.backend",), False, "ref.backend"),  # a ref not built (kl_ctl 0) too
     (("~cluster",), True, ""),
     (("~rollout.experiment_name",), True, ""),
     (("~valid_dataset",), True, ""),

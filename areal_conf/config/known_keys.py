@@ -183,10 +183,12 @@ def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
     """The section of AReaL's dataclasses ``classes`` (their keys together) at ``path``."""
     fields: dict[str, set[str | None]] = {}
     values: dict[str, list[PlainField]] = {}
+    plains: dict[str, list[PlainField]] = {}  # the backend too: it is required all the same
     for name in classes:
         for key, kind in table.classes[name].items():
             fields.setdefault(key, set()).add(kind)
         for key, plain in table.values.get(name, {}).items():
+            plains.setdefault(key, []).append(plain)
             if key not in PARSED_HERE:
                 values.setdefault(key, []).append(plain)
     subsections = {}
@@ -211,7 +213,7 @@ def section_of(table: KeyTable, path: str, classes: Sequence[str]) -> Section:
         values={key: tuple(plain) for key, plain in values.items()},
         mandatory=tuple(
             key
-            for key, plain in values.items()
+            for key, plain in plains.items()
             if len(plain) == len(classes) and all(p.mandatory for p in plain)
         ),
         made=tuple(key for key in subsections if key in made),

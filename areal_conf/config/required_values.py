@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from areal_conf.areal.roles import example_backend
 from areal_conf.config.known_values import WrongValue, written_value
 from areal_conf.errors import ErrorAtKey
 from areal_conf.hints import fix
@@ -83,13 +84,17 @@ def _missing(key: str, section: Section, *, written: bool, made: str = "") -> Mi
     said = "??? is no value" if written else "missing"
     if made:
         said += f" (the config has no {made}: AReaL makes it with its defaults)"
-    override = f"{'' if written else '++'}{key}=<{name}>"
+    # a backend has its own example: the placeholder says less than a layout does
+    value = example_backend(key.split(".")[0]) if name == "backend" else f"<{name}>"
+    override = f"{'' if written else '++'}{key}={value}"
     error = MissingValue(
         f"{key}: {said}; {section.describe()} has no default for {name}, and AReaL's loader "
         "refuses a config without a value for it",
-        hint=fix(override, lead="give it a value: "),
+        hint=fix(
+            override, lead="give it a value, e.g. " if name == "backend" else "give it a value: "
+        ),
     )
-    error.key, error.instead, error.override = key, f"<{name}>", override
+    error.key, error.instead, error.override = key, value, override
     return error
 
 

@@ -45,6 +45,11 @@ MISSING = [
         "++saver.experiment_name=<experiment_name> ++saver.trial_name=<trial_name> "
         "++saver.fileroot=<fileroot>",
     ),
+    Missing(  # an engine's backend, built or not (AReaL's loader requires it of both)
+        ("~rollout.backend",),
+        "rollout.backend: missing; AReaL's InferenceEngineConfig",
+        "++rollout.backend=sglang:d2t4",
+    ),
     Missing(  # ??? is no value; the fix rewrites the override that wrote it
         ("train_dataset.path=???",),
         "train_dataset.path: ??? is no value; AReaL's TrainDatasetConfig",
