@@ -458,8 +458,18 @@ REFERENCED = [
         "rollout.max_concurrent_rollouts",
     ),
 ]
+#: Top-level keys the driver's config class lacks (gsm8k_rl.py loads into GRPOConfig).
+TOP_LEVEL = [
+    (("+total_train_epoch=1",), False, "total_train_epoch"),
+    (("+launcher.x=1",), False, "launcher"),
+]
 #: Each row: (overrides, taken, the key areal-conf's message starts with).
-CHECKED = [(o, t, o[0].lstrip("+").partition("=")[0]) for o, t in VALUES] + REQUIRED + REFERENCED
+CHECKED = (
+    [(o, t, o[0].lstrip("+").partition("=")[0]) for o, t in VALUES]
+    + REQUIRED
+    + REFERENCED
+    + TOP_LEVEL
+)
 
 
 @pytest.mark.parametrize(

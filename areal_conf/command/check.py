@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from areal_conf.arguments import optional_path, strings
@@ -274,6 +275,7 @@ def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading
     from areal_conf.validation import read_run
 
     try:
+        _check_top_level(command, cfg, settings)
         reading = read_run(cfg, settings=settings)
         if reading.run.missing_values:
             raise required_error(reading.run.missing_values)
@@ -287,6 +289,23 @@ def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading
         raise _about_override(
             command, _override_index(command, override, n), override, fixed.reason, fixed.hint
         ) from None
+
+
+def _check_top_level(command: AReaLCommand, cfg: Any, settings: Settings | None) -> None:
+    """The top-level keys of ``cfg`` against the config class the command's driver script
+    loads it into, when its source says which (a config read alone leaves them unchecked:
+    a driver's class may add any)."""
+    from areal_conf.areal.versions import choose_rules
+    from areal_conf.command.driver_class import check_top_level_keys, driver_config_class
+    from areal_conf.config.known_keys import areal_keys
+
+    if command.form != "script":
+        return
+    version = choose_rules(settings.areal_version if settings is not None else None).version
+    script = Path(command.cwd, command.driver)
+    driver = driver_config_class(script, areal_keys(version).experiments)
+    if driver is not None:
+        check_top_level_keys(cfg, driver, version)
 
 
 def config_file(command: AReaLCommand) -> Any:

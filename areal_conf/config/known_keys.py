@@ -13,11 +13,11 @@ other section with a ``backend``), ``cluster``, ``scheduler``, ``sglang``, ``vll
 ``gconfig``, the datasets and every other section AReaL's experiment configs declare, down
 to their subsections (``actor.mb_spec``, ``actor.scheduling_spec.0``). A key is valid
 where any of AReaL's experiment configs (SFT, RW, DPO, PPO, GRPO) has it: ``actor.beta``
-is DPO's. Top-level keys are not checked (an AReaL driver's config class adds its own),
-nor sections only a driver declares, nor the keys under a ``dict`` field. The values of
-the keys it knows, top-level ones included, are checked as AReaL's merge converts them
-(:mod:`areal_conf.config.known_values`), except in areal-conf's own configs, whose
-schema types them (an engine's ``backend`` may be null there: no such engine).
+is DPO's. Top-level keys are not checked (a driver's class adds its own; an AReaL command's
+are: :mod:`areal_conf.command.driver_class`), nor sections only a driver declares, nor the
+keys under a ``dict`` field. The values of the keys it knows, top-level ones included,
+are checked as AReaL's merge converts them (:mod:`areal_conf.config.known_values`), except
+in areal-conf's own configs, whose schema types them (a null ``backend``: no such engine).
 
 areal-conf's own configs (those with a ``model`` section, or typed by ``areal_schema``)
 may also have areal-conf's keys: the ``model`` section, ``cluster.gpu_memory_gb`` and an
@@ -396,7 +396,7 @@ def _walk(
             continue
         if own and key in section.own:
             continue
-        raise _unknown_key(node, list(children), path, key, section, own)
+        raise unknown_key(node, list(children), path, key, section, own)
     if not own:
         missing.extend(missing_values(children, path, section))
     for key, value in children.items():
@@ -416,10 +416,11 @@ def _add_refused(
         wrong.append(found)
 
 
-def _unknown_key(
+def unknown_key(
     node: Any, keys: list[str], path: str, key: str, section: Section, own: bool
 ) -> UnknownKey:
-    full = f"{path}.{key}"
+    """The error for ``key`` under ``path`` (``""``: the top), a key ``section`` lacks."""
+    full = f"{path}.{key}" if path else key
     gone = section.table.removed if section.table is not None else None
     if gone is not None and key in gone.keys and path in gone.sections:
         said = " ".join(gone.message[:2]) + " " + " / ".join(gone.message[2:])
@@ -445,7 +446,7 @@ def _unknown_key(
             either(fix(f"~{full}", lead="remove it: "), ", or ", f"write {_which(section, own)}"),
             full,
         )
-    right = f"{path}.{relative}"
+    right = f"{path}.{relative}" if path else relative
     present = _has_path(node, relative.split("."))
     moves = _renamed(full, right, present, written_at(node, key))
     rename = (
