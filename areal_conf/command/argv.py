@@ -24,7 +24,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from areal_conf.errors import AllocationError
 
@@ -38,6 +38,13 @@ _CONFIG_OPTION = "--config"
 _DRIVER_OPTION = "--driver"
 
 Form = Literal["script", "module", "areal train run"]
+#: AReaL's SPMD launchers (``python -m areal.infra.launcher.local DRIVER.py ...``, the
+#: legacy mode of docs/en/tutorial/quickstart.md), which areal-conf does not check.
+SPMD_LAUNCHERS: Final = tuple(
+    f"{package}.{name}"
+    for package in ("areal.infra.launcher", "areal.launcher")
+    for name in ("local", "ray", "slurm")
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,19 @@ def _driver_start(args: tuple[str, ...]) -> tuple[Form, str, int]:
                 )
             if module in AREAL_CLI_MODULES:
                 return "areal train run", f"python -m {module}", _train_run(args, after)
+            if module in SPMD_LAUNCHERS:
+                driver = next((a for a in args[after:] if not a.startswith("-")), "DRIVER.py")
+                raise command_error(
+                    args,
+                    i if arg != "-m" else i + 1,
+                    f"{module} is AReaL's SPMD launcher (legacy: it starts the driver under "
+                    "torchrun, and reads the top-level allocation_mode); areal-conf checks "
+                    "the driver started as a script, which AReaL recommends",
+                    "check the command without the launcher: "
+                    + shlex.join(["python", driver, *args[args.index(driver) + 1 :]])
+                    if driver in args
+                    else f"e.g. {EXAMPLE_COMMAND}",
+                )
             return "module", module, after
     raise command_error(
         args,

@@ -119,6 +119,30 @@ def test_a_command_without_config_gets_one_that_runs(argv: str, hint: str) -> No
         assert parse_areal_command(printed, "/srv/areal").config == "exp.yaml"
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (
+            "python3 -m areal.infra.launcher.local examples/math/gsm8k_rl.py --config x.yaml a=1",
+            "check the command without the launcher: python examples/math/gsm8k_rl.py "
+            "--config x.yaml a=1",
+        ),
+        ("python -m areal.launcher.slurm", "e.g. python examples/math/gsm8k_rl.py"),
+    ],
+)
+def test_an_spmd_launcher_command_says_to_check_its_driver(argv: str, hint: str) -> None:
+    """AReaL's SPMD launchers (areal/infra/launcher/local.py:293 reads allocation_mode,
+    :410 starts the driver under torchrun; legacy in AReaL's docs/en/tutorial/
+    quickstart.md) are not what areal-conf checks: it says so, at the launcher."""
+    with pytest.raises(AllocationError) as info:
+        parse_areal_command(shlex.split(argv), "/srv/areal")
+    assert "is AReaL's SPMD launcher" in info.value.reason
+    assert info.value.hint.startswith(hint), info.value.hint
+    if "gsm8k_rl.py" in argv:  # the printed command parses
+        printed = shlex.split(info.value.hint.partition(": ")[2])
+        assert parse_areal_command(printed, "/srv/areal").driver == "examples/math/gsm8k_rl.py"
+
+
 def test_a_job_keeps_every_argument_but_the_overrides() -> None:
     command = parse_areal_command(
         ["python", "-u", "x.py", "a=1", "--config", "c.yaml", "b=2"], "/srv/areal"
