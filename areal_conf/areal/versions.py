@@ -86,6 +86,7 @@ _ENGINE_DEFAULTS_2_0: Final[Mapping[str, object]] = {
     "weight_update_delta_method": "adamw",
     "weight_update_anchor_interval": 0,
     "use_lora": False,
+    "lora_rank": 32,
     "ppo_n_minibatches": 4,
     "prox_logp_method": "recompute",
     "return_routed_experts": False,

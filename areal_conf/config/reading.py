@@ -361,6 +361,8 @@ def read_engine(
         )
         or 0,
         use_lora=read_bool(node, "use_lora", at("use_lora"), False),
+        lora_rank=read_int(node, "lora_rank", at("lora_rank"), int(str(d["lora_rank"])), 32, 0)
+        or 32,
         ppo_n_minibatches=read_int(
             node, "ppo_n_minibatches", at("ppo_n_minibatches"), int(str(d["ppo_n_minibatches"])), 1
         )

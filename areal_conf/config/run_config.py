@@ -96,6 +96,7 @@ class EngineSection:
     weight_update_delta_method: object = "adamw"
     weight_update_anchor_interval: int = 0
     use_lora: bool = False
+    lora_rank: int = 32  # AReaL's default (cli_args.py:1380)
     ppo_n_minibatches: int = 4
     prox_logp_method: object = "recompute"
     recompute_logprob: bool = False

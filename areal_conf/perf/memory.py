@@ -70,18 +70,12 @@ processes, ``fork: false``) also holds:
   context of ``torch.cuda.init()`` with lazy module loading (its default since 1.13) and
   667 MB without (pytorch/pytorch#86509); the kernels a job loads on first use (cuBLAS,
   NCCL, attention) come on top of the lazy figure;
-- the buffers of its NCCL communicators, :func:`comm_buffer_bytes`: per communicator
-  ``channels × (LL + LL128 + SIMPLE buffer)`` with NCCL's defaults (NCCL 2.27,
-  ``src/init.cc:618-631``): LL ``8 lines × 512 threads × 8 steps × 16 B`` = 512 KiB, LL128
-  ``120 × 640 threads × 8 steps × 8 B`` = 4.69 MiB, SIMPLE ``NCCL_BUFFSIZE`` = 4 MiB, so
-  9.63 MB per channel (a ring connection: a rank receives from one peer per channel), and
-  :data:`NCCL_CHANNELS` = 16 channels (NCCL's choice on an 8-GPU H800 node,
-  NVIDIA/nccl#892: "16 coll channels"). A communicator is a process group of more than
-  one rank that the layout's collectives use (:func:`communicators`).
+- the buffers of its NCCL communicators,
+  :func:`areal_conf.perf.comm_buffers.comm_buffer_bytes`.
 
 Not modelled: allocator fragmentation, FSDP's transient all-gather buffers, activations
 and CUDA graphs of inference servers (the part of the GPU their fraction leaves),
-multi-latent attention (DeepSeek's MLA is counted as plain attention), LoRA.
+multi-latent attention (DeepSeek's MLA is counted as plain attention).
 """
 
 from __future__ import annotations
@@ -95,7 +89,8 @@ from areal_conf.arguments import choice, flag, fraction, optional_flag, optional
 from areal_conf.arguments import whole as whole_number
 from areal_conf.errors import AllocationError
 from areal_conf.model.shape import ModelShape, shape_of
-from areal_conf.perf.parameters import split_parameters
+from areal_conf.perf.comm_buffers import comm_buffer_bytes
+from areal_conf.perf.parameters import lora_adapters, split_parameters
 from areal_conf.settings import DEFAULT_GPU_MEMORY_GB
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.spec.parser import as_allocation
@@ -117,11 +112,6 @@ LABELS: Final = {
 
 #: One process's CUDA context (see the module's docstring for the measurements).
 CUDA_CONTEXT_BYTES: Final = 0.5 * 1e9
-#: NCCL's buffers per channel of one communicator with its default sizes (NCCL 2.27,
-#: src/init.cc:618-631, src/include/device.h): LL, LL128 and SIMPLE (NCCL_BUFFSIZE).
-NCCL_BUFFERS_PER_CHANNEL: Final = (8 * 512 * 8 * 16) + (120 * 640 * 8 * 8) + (1 << 22)
-#: Channels per communicator (NCCL on an 8-GPU H800 node, NVIDIA/nccl#892).
-NCCL_CHANNELS: Final = 16
 #: The highest memory fraction a fix proposes for an inference server: it leaves 5% of
 #: the GPU for the server's activations and CUDA graphs.
 MAX_MEM_FRACTION: Final = 0.95
@@ -285,37 +275,6 @@ def activation_bytes_per_layer(
 # -- what every process holds --------------------------------------------------------
 
 
-def communicators(allocation: ModelAllocation, moe: bool = False) -> int:
-    """The NCCL communicators one rank of ``allocation`` belongs to: one per process group
-    of more than one rank that its collectives use, a group with the same ranks as
-    another counted once.
-
-    Training: tensor (t), context (c) and pipeline (p) parallel groups, the data-parallel
-    group of gradient reduction (d×c), the world (the default group); a MoE model
-    (``moe``) adds the expert all-to-all group (ep > 1) and the expert data-parallel group
-    when it is not the d×c group (ep > 1 or etp ≠ tp). Inference, per server instance:
-    its t and p groups and the instance's world.
-    """
-    p = allocation.parallel
-    sizes = {"d": p.dp_size, "c": p.cp_size, "t": p.tp_size, "p": p.pp_size}
-    if allocation.is_inference:
-        groups: tuple[str, ...] = ("t", "p", "tp")
-    else:
-        groups = ("t", "c", "p", "dc", "dctp")
-    distinct = {frozenset(d for d in group if sizes[d] > 1) for group in groups} - {frozenset()}
-    count = len(distinct)
-    if moe and not allocation.is_inference:
-        count += p.ep_size > 1
-        count += p.edp_size > 1 and (p.ep_size > 1 or p.etp_size != p.tp_size)
-    return count
-
-
-def comm_buffer_bytes(allocation: ModelAllocation, moe: bool = False) -> float:
-    """NCCL's buffers on one GPU of ``allocation``: :func:`communicators` ×
-    :data:`NCCL_CHANNELS` × :data:`NCCL_BUFFERS_PER_CHANNEL`."""
-    return float(communicators(allocation, moe) * NCCL_CHANNELS * NCCL_BUFFERS_PER_CHANNEL)
-
-
 # -- the estimate ----------------------------------------------------------------------
 
 
@@ -340,6 +299,7 @@ def estimate(
     prompt_len: int = 0,
     max_new_tokens: int = 16384,
     own_process: bool = True,
+    lora_rank: int | None = None,
 ) -> MemoryEstimate:
     """Bytes per GPU of one engine on its most loaded GPU.
 
@@ -371,7 +331,9 @@ def estimate(
       ``max_new_tokens`` (``gconfig.max_new_tokens``, default 16384): the KV cache the
       config asks for, and one request's (``prompt_len + max_new_tokens``);
     - ``own_process``: False for an engine that runs in another engine's processes (a
-      colocated engine with ``fork: false``): no CUDA context or NCCL buffers of its own.
+      colocated engine with ``fork: false``): no CUDA context or NCCL buffers of its own;
+    - ``lora_rank``: ``lora_rank`` when ``use_lora`` is on (None: off): only LoRA adapters
+      of that rank on every linear layer have gradients and optimizer state.
     """
     alloc = as_allocation(allocation_or_spec)
     shape = shape_of(model)  # hf_config: a file, directory or model id
@@ -407,6 +369,7 @@ def estimate(
     prompt_len = whole_number("prompt_len", prompt_len, example="e.g. 1024", minimum=0)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, example="e.g. 8192", minimum=0)
     own_process = flag("own_process", own_process)
+    lora_rank = optional_whole("lora_rank", lora_rank, example="e.g. 32 (AReaL's), or None")
     capacity = gpu_memory_gb * GB
     context = CUDA_CONTEXT_BYTES if own_process else 0.0
     comm = comm_buffer_bytes(alloc, shape.is_moe) if own_process else 0.0
@@ -455,11 +418,16 @@ def estimate(
     dense_params = split.dense + split.replicated
     weights = sharded(dense_params, split.experts, param_bytes, stage >= 3)
     notes: list[str] = []
-    if not trainable:
-        grads = optimizer = 0.0
-    else:
-        grads = sharded(dense_params, split.experts, grad_bytes, stage >= 2)
-        optimizer = sharded(dense_params, split.experts, k, stage >= 1)
+    trained = (dense_params, split.experts)
+    if lora_rank is not None and trainable:  # only the adapters train; the weights stay
+        fsdp = backend == "fsdp"
+        adapters = lora_adapters(
+            shape, lora_rank, tp, 1 if fsdp else pp, p.etp_size, p.ep_size, experts_by_tp=fsdp
+        )
+        trained = (adapters.dense, adapters.experts)
+        weights += sharded(*trained, param_bytes, stage >= 3)
+    grads = sharded(*trained, grad_bytes, stage >= 2) if trainable else 0.0
+    optimizer = sharded(*trained, k, stage >= 1) if trainable else 0.0
     tokens = tokens_per_microbatch
     if tokens is None:
         tokens = shape.max_seq_len

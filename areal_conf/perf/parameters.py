@@ -74,3 +74,26 @@ def split_parameters(
     experts = layers * s["routed"]
     expert_split = tp if experts_by_tp else etp * ep
     return ParamSplit(dense / tp, replicated, experts / expert_split)
+
+
+def lora_adapters(
+    model: ModelShape, rank: int, tp: int, pp: int, etp: int, ep: int, *, experts_by_tp: bool
+) -> ParamSplit:
+    """The LoRA adapters one GPU of the most loaded stage holds, rank ``rank`` on every
+    linear layer (AReaL's default target, ``all-linear``: fewer target modules hold
+    fewer): an adapter of a ``k×n`` weight is ``rank×(k+n)``, split as its weight is."""
+    h, d = model.hidden_size, model.head_dim
+    q, kv = model.num_attention_heads * d, model.num_kv_heads * d
+    layers = model.num_layers / pp
+    attention = (h + q + 2 * kv) + (q + h)
+    if model.is_moe:
+        shared = model.moe_shared_expert_ffn_hidden_size
+        dense = attention + ((h + 2 * shared) + (shared + h) if shared else 0)
+        routed = (model.num_experts or 0) * (
+            (h + 2 * model.moe_ffn_hidden_size) + (model.moe_ffn_hidden_size + h)
+        )
+    else:
+        f = model.ffn_hidden_size
+        dense, routed = attention + (h + 2 * f) + (f + h), 0
+    expert_split = tp if experts_by_tp else etp * ep
+    return ParamSplit(layers * rank * dense / tp, 0.0, layers * rank * routed / expert_split)

@@ -127,6 +127,8 @@ def engine_knobs(
     # the compute dtype in 1.0.
     storage = getattr(engine, run.rules.fsdp_storage_key)
     knobs["fsdp_storage_dtype"] = str(storage)
+    if engine.use_lora:  # only the adapters train
+        knobs["lora_rank"] = engine.lora_rank
     return knobs
 
 
@@ -196,13 +198,7 @@ def check_memory(
     warnings = tuple(_kv_warnings(estimates))
     if not failing:
         return MemoryCheck(estimates, warnings=warnings)
-    # LoRA is not modelled: the estimate gives every weight a gradient and optimizer
-    # state, where AReaL trains only the adapters, so for a LoRA engine it is an upper
-    # bound, which warns and never refuses.
-    lora = {
-        o for o, members in groups.items() if any(run.engines[m.name].use_lora for m in members)
-    }
-    fatal = [f for f in failing if f[0] not in lora and (not assumed or f[2] is not None)]
+    fatal = [f for f in failing if not assumed or f[2] is not None]
     owner, need, largest = (fatal or failing)[0]
     members = groups[owner]
     # Engines elsewhere that inherit the owner's backend keep theirs if it changes.
@@ -235,14 +231,6 @@ def check_memory(
         budget,
         run.workload.enable_offload,
     )
-    if owner in lora:
-        error = error.with_hint(
-            (error.advice or Hint(())).then(
-                "; ",
-                "use_lora is on: this estimate counts gradients and optimizer state for every "
-                "weight, AReaL's LoRA only for the adapters, so it is an upper bound",
-            )
-        )
     if largest is not None and fix is not None:
         error = error.with_hint(
             (error.advice or Hint(())).then(

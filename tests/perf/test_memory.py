@@ -10,15 +10,17 @@ from _helpers import FIXTURES
 
 from areal_conf import AllocationError
 from areal_conf.model.shape import ModelShape, model_shape, read_hf_config
+from areal_conf.perf.comm_buffers import (
+    NCCL_BUFFERS_PER_CHANNEL,
+    NCCL_CHANNELS,
+    comm_buffer_bytes,
+    communicators,
+)
 from areal_conf.perf.memory import (
     CUDA_CONTEXT_BYTES,
     GB,
-    NCCL_BUFFERS_PER_CHANNEL,
-    NCCL_CHANNELS,
     MemoryEstimate,
     activation_bytes_per_layer,
-    comm_buffer_bytes,
-    communicators,
     estimate,
     kv_bytes_per_token,
 )
@@ -598,3 +600,32 @@ def test_a_ranking_counts_the_cuda_context_and_nccl_buffers_in_what_fits() -> No
     assert not by_spec["megatron:d4t2"].fits
     fitting = [r.spec for r in ranked if r.fits]
     assert fitting and ranked.index(by_spec["megatron:d4t2"]) >= len(fitting)
+
+
+def test_lora_gives_gradients_and_adam_state_to_the_adapters_only() -> None:
+    """Megatron with LoRA (AReaL's use_lora): the frozen weights stay in bf16 without
+    gradients or a master copy; the adapters' gradients and optimizer state grow with
+    the rank; nothing else changes."""
+    shape = {  # Qwen3-30B-A3B's config.json
+        "num_layers": 48,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_kv_heads": 4,
+        "head_dim": 128,
+        "ffn_hidden_size": 6144,
+        "num_experts": 128,
+        "moe_ffn_hidden_size": 768,
+        "moe_router_topk": 8,
+        "vocab_size": 151936,
+        "max_seq_len": 8192,
+    }
+    whole = estimate("megatron:d8e4", shape)
+    r32 = estimate("megatron:d8e4", shape, lora_rank=32)
+    r64 = estimate("megatron:d8e4", shape, lora_rank=64)
+    assert r32.grads < whole.grads / 20 and r32.optimizer < whole.optimizer / 20
+    assert r64.grads == pytest.approx(2 * r32.grads)
+    assert r64.optimizer == pytest.approx(2 * r32.optimizer)
+    assert whole.weights < r32.weights < whole.weights * 1.1  # the adapters' own weights
+    assert r32.activations == whole.activations
+    with pytest.raises(AllocationError):
+        estimate("megatron:d8e4", shape, lora_rank=-1)

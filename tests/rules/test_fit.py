@@ -310,16 +310,27 @@ def test_an_assumed_gpu_memory_warns_instead() -> None:
     assert plan.engines["actor"].memory is not None
 
 
-def test_a_lora_engine_that_does_not_fit_warns() -> None:
-    """LoRA is not modelled (every weight gets a gradient and optimizer state in the
-    estimate): for an engine with use_lora the estimate is an upper bound, so a group
-    that does not fit is a warning saying so, never a refusal."""
-    cfg = config(actor={"use_lora": True})
+def test_a_lora_engine_trains_only_its_adapters() -> None:
+    """With use_lora only the adapters have gradients and Adam state (AReaL's LoRA,
+    rank ``lora_rank``, 32 by default: cli_args.py:1380): 70B on fsdp:d8 does not fit
+    trained whole and does with LoRA. An adapter of a k×n weight is rank×(k+n): on every
+    linear layer of the 70B model (qkv, output projection, gate and up, down), over 80
+    layers, sharded over 8 ranks in fp32 (FSDP's storage)."""
+    whole = {"gradient_checkpointing": True}
     with pytest.raises(AllocationError):
-        validate(config())
-    plan = validate(cfg)
-    (warning,) = [w for w in plan.warnings if "actor: fsdp:d8 needs" in w]
-    assert "use_lora is on: this estimate counts gradients and optimizer state" in warning
+        validate(config(actor=whole))
+    h, q, kv, f = 8192, 8192, 1024, 28672
+    per_layer = (h + q + 2 * kv) + (q + h) + (h + 2 * f) + (f + h)
+    adapters = 32 * per_layer * 80
+    plan = validate(config(actor={**whole, "use_lora": True}))
+    memory = plan.engines["actor"].memory
+    assert memory is not None and memory.fits
+    assert memory.grads == pytest.approx(adapters * 4 / 8)
+    assert memory.optimizer == pytest.approx(adapters * 8 / 8)
+    assert not [w for w in plan.warnings if "use_lora" in w]
+    twice = config(actor={**whole, "use_lora": True, "lora_rank": 64})
+    ranked = validate(twice).engines["actor"].memory
+    assert ranked is not None and ranked.grads == pytest.approx(2 * memory.grads)
 
 
 WITH_FIXES = [row for row in ERRORS if "this would fit: " in row.hint]
