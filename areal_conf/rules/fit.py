@@ -468,6 +468,15 @@ def _kv_warnings(estimates: Mapping[str, MemoryEstimate | None]) -> list[str]:
             continue
         if est.kv_cache_tokens >= est.kv_cache_tokens_needed:
             continue
+        if est.kv_cache_tokens == 0:  # SGLang and vLLM stop at start-up (see perf.memory)
+            found.append(
+                f"{name}: on a GPU of {est.capacity / GB:g} GB the weights leave no room for "
+                "the KV cache: the server would stop at start-up (SGLang: 'Not enough memory', "
+                "vLLM: 'No available memory for the cache blocks'); a larger tp, a larger "
+                "memory fraction or a GPU with more memory (AREAL_CONF_GPU_MEMORY_GB=<GB> "
+                "gives yours) give it room"
+            )
+            continue
         found.append(
             f"{name}: the KV cache of an instance holds {est.kv_cache_tokens:,} tokens "
             f"({est.kv_cache_sequences or 0:,} full-length sequences) but "

@@ -732,3 +732,16 @@ def test_a_fix_is_rechecked_on_an_edited_config_without_resolving_what_is_not_re
     assert fix[0].startswith("actor.backend=fsdp:")
     plan = validate(with_overrides(cfg, fix))
     assert plan.engines["actor"].memory is not None and plan.engines["actor"].memory.fits
+
+
+def test_weights_that_leave_no_kv_cache_say_the_server_would_not_start() -> None:
+    """On an assumed GPU's memory a server whose weights fill its fraction is a warning
+    (the GPU may be larger); with no room for a KV cache SGLang and vLLM stop at
+    start-up (see perf/memory.py), so the warning says that, not that requests wait."""
+    cfg = config(rollout={"backend": "sglang:d8"})
+    cfg["cluster"] = {"n_nodes": 3, "n_gpus_per_node": 8}  # no GPU memory given
+    cfg["actor"] = {**cfg["actor"], "use_lora": True, "gradient_checkpointing": True}
+    plan = validate(cfg)
+    (warning,) = [w for w in plan.warnings if w.startswith("rollout: on a GPU of 80 GB")]
+    assert "the weights leave no room for the KV cache: the server would stop" in warning
+    assert "requests will wait" not in warning
