@@ -56,7 +56,7 @@ def add_command_verbs(commands: Any) -> None:
             "go before the AReaL command and are never passed to it, e.g. "
             f"python -m areal_conf {verb} --gpu-memory-gb 141 -- python "
             "examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
-            "scheduler.type=slurm",
+            "scheduler.type=local",
         )
         add_settings_options(parser, MODEL_OF_AREAL_CONFIG)
         if verb == "sweep":
