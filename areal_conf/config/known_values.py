@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from areal_conf.errors import ErrorAtKey, container_said
-from areal_conf.hints import Fix, fix
+from areal_conf.hints import Fix, either, fix
 
 #: A field's type as a message says it.
 _SAID: Final = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "text"}
@@ -156,7 +156,13 @@ class WrongValue(ErrorAtKey):
 
     def for_override(self, override: str) -> WrongValue:
         written = override.partition("=")[0]  # as the override writes the key: ++a.b
-        error = WrongValue(self.reason, hint=_hint(written, self.instead, self.default))
+        # The YAML's own value (or AReaL's default) comes back without the override.
+        hint = either(
+            _hint(written, self.instead, self.default),
+            ", or ",
+            f"remove the override {override} (the YAML's value, or AReaL's default, applies)",
+        )
+        error = WrongValue(self.reason, hint=hint)
         error.key, error.instead, error.default = self.key, self.instead, self.default
         return error
 

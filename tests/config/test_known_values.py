@@ -101,3 +101,18 @@ def test_a_value_is_read_from_a_config_node_as_written(written: Any, refused: bo
     assert (wrong_value(node, "s.n", INT) is not None) is refused
     # Plain data has no missing value: "???" is text there.
     assert (wrong_value(written, "s.n", INT) is not None) is (refused or written == "???")
+
+
+def test_a_value_an_override_broke_can_go_back_to_the_yamls() -> None:
+    """The fix of a value an override wrote: AReaL's default first (pasteable), or the
+    override removed, which brings back the YAML's own value."""
+    from _helpers import FIXTURES
+
+    from areal_conf import check_command
+    from areal_conf.errors import AllocationError
+
+    argv = ["python", "x.py", "--config", "examples/math/gsm8k_grpo.yaml"]
+    with pytest.raises(AllocationError) as info:
+        check_command([*argv, "++actor.optimizer.lr=abc"], cwd=FIXTURES / "commands")
+    assert info.value.hint.startswith("write AReaL's default: ++actor.optimizer.lr=")
+    assert "or remove the override ++actor.optimizer.lr=abc" in info.value.hint
