@@ -44,6 +44,19 @@ DENSE_32B: dict[str, Any] = {
     "ffn_hidden_size": 25600,
     "vocab_size": 151936,
 }
+#: Qwen3-30B-A3B's sizes (its config.json): an MoE model of 128 experts, 8 a token.
+QWEN3_30B_A3B: dict[str, Any] = {
+    "num_layers": 48,
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_kv_heads": 4,
+    "head_dim": 128,
+    "ffn_hidden_size": 6144,
+    "vocab_size": 151936,
+    "num_experts": 128,
+    "moe_ffn_hidden_size": 768,
+    "moe_router_topk": 8,
+}
 
 
 @dataclass(frozen=True)

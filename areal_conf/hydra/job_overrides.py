@@ -14,7 +14,10 @@ from areal_conf.hints import shell_quote
 def user_override(override: str) -> str:
     """Undo the escaping Hydra's sweeper adds to plain string values where it is not
     needed (``actor.backend=fsdp\\:d8`` -> ``actor.backend=fsdp:d8``). Anything else is
-    returned as it is: it is already valid override syntax."""
+    returned as it is: it is already valid override syntax. A deletion the sweeper wrote
+    out as ``~key=null`` (the same deletion to Hydra) is ``~key``, as typed."""
+    if override.startswith("~") and override.endswith("=null"):
+        return override.removesuffix("=null")
     if "\\" not in override or "=" not in override:
         return override
     parser = _override_parser()

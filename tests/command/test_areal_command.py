@@ -691,43 +691,32 @@ def test_sweep_of_a_key_areal_lacks_names_the_key_in_each_job(
 
 
 @pytest.mark.e2e
-def test_sweep_dry_run_prints_each_command_and_plan(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        # a key the YAML leaves out resolves to AReaL's default, as AReaL's loader
+        # resolves it (it merges the YAML onto its dataclasses first)
+        ("~cluster.n_gpus_per_node", "++actor.mb_spec.n_mbs=${cluster.n_gpus_per_node}"),
+    ],
+)
+def test_sweep_dry_run_prints_each_command_and_plan(extra: tuple[str, ...], tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     out = cli(
         "sweep",
         "--dry-run",
         *DRIVER,
         "scheduler.type=local",
+        *extra,
         "actor.backend=megatron:d4,megatron:d2t2",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         out=runs,
     )
     assert out.returncode == 0, out.stderr
     for backend in ("megatron:d4", "megatron:d2t2"):
-        assert (
-            f"    $ {shlex.join([*DRIVER, 'scheduler.type=local', f'actor.backend={backend}'])}"
-            in out.stdout
-        )
+        job = [*DRIVER, "scheduler.type=local", *extra, f"actor.backend={backend}"]
+        assert f"    $ {shlex.join(job)}" in out.stdout
         assert f"    actor    {backend}" in out.stdout
-    assert started(runs) == []
-
-
-@pytest.mark.e2e
-def test_a_sweep_resolves_a_key_the_yaml_leaves_out_to_areals_default(tmp_path: Path) -> None:
-    """As AReaL's loader does: it merges the YAML onto its dataclasses before resolving."""
-    runs = tmp_path / "runs"
-    out = cli(
-        "sweep",
-        "--dry-run",
-        *DRIVER,
-        "scheduler.type=local",
-        "~cluster.n_gpus_per_node",
-        "++actor.mb_spec.n_mbs=${cluster.n_gpus_per_node}",
-        "actor.backend=megatron:d4,megatron:d2t2",
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        out=runs,
-    )
-    assert out.returncode == 0, out.stderr
     assert started(runs) == []
 
 

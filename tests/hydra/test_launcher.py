@@ -585,6 +585,8 @@ def test_precomposed_loader_pickles_without_the_job_configs() -> None:
         ("x='$HOME'", "'x='\"'\"'$HOME'\"'\"''"),
         ("x=a\\ b", '"x=a b"'),  # Hydra reads an inner blank without the escape too
         ("x=a\\,b", "'x=a\\,b'"),  # a comma needs the escape: kept as Hydra wrote it
+        ("~a.b=null", '"~a.b"'),  # the basic sweeper's form of a deletion ~a.b
+        ("~a.b=1", '"~a.b=1"'),  # deleted only if it is 1: kept
     ],
 )
 def test_overrides_are_shown_as_typed(sweeper_form: str, shown: str) -> None:

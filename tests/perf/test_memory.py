@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from _helpers import FIXTURES
+from _perf_tables import QWEN3_30B_A3B
 
 from areal_conf import AllocationError
 from areal_conf.model.shape import ModelShape, model_shape, read_hf_config
@@ -606,19 +607,7 @@ def test_lora_gives_gradients_and_adam_state_to_the_adapters_only() -> None:
     """Megatron with LoRA (AReaL's use_lora): the frozen weights stay in bf16 without
     gradients or a master copy; the adapters' gradients and optimizer state grow with
     the rank; nothing else changes."""
-    shape = {  # Qwen3-30B-A3B's config.json
-        "num_layers": 48,
-        "hidden_size": 2048,
-        "num_attention_heads": 32,
-        "num_kv_heads": 4,
-        "head_dim": 128,
-        "ffn_hidden_size": 6144,
-        "num_experts": 128,
-        "moe_ffn_hidden_size": 768,
-        "moe_router_topk": 8,
-        "vocab_size": 151936,
-        "max_seq_len": 8192,
-    }
+    shape = {**QWEN3_30B_A3B, "max_seq_len": 8192}
     whole = estimate("megatron:d8e4", shape)
     r32 = estimate("megatron:d8e4", shape, lora_rank=32)
     r64 = estimate("megatron:d8e4", shape, lora_rank=64)

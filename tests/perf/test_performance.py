@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from _perf_tables import (
+    QWEN3_30B_A3B,
     all_rows,
     figure_facts,
     measured_per_gpu,
@@ -44,18 +45,6 @@ QWEN_14B: dict[str, Any] = {
     "ffn_hidden_size": 13824,
     "vocab_size": 152064,
     "max_seq_len": 32768,
-}
-QWEN3_30B_A3B: dict[str, Any] = {
-    "num_layers": 48,
-    "hidden_size": 2048,
-    "num_attention_heads": 32,
-    "num_kv_heads": 4,
-    "head_dim": 128,
-    "ffn_hidden_size": 6144,
-    "vocab_size": 151936,
-    "num_experts": 128,
-    "moe_ffn_hidden_size": 768,
-    "moe_router_topk": 8,
 }
 KNOBS: dict[str, Any] = {"gpu": "h100", "tokens_per_step": 1 << 20, "tokens_per_microbatch": 8192}
 
