@@ -695,9 +695,9 @@ def test_sweep_of_a_key_areal_lacks_names_the_key_in_each_job(
     "extra",
     [
         (),
-        # a key the YAML leaves out resolves to AReaL's default, as AReaL's loader
+        # a key the YAML leaves out resolves to AReaL's default (1), as AReaL's loader
         # resolves it (it merges the YAML onto its dataclasses first)
-        ("~cluster.n_gpus_per_node", "++actor.mb_spec.n_mbs=${cluster.n_gpus_per_node}"),
+        ("++actor.ppo_n_minibatches=${train_dataset.num_dataset_workers}",),
     ],
 )
 def test_sweep_dry_run_prints_each_command_and_plan(extra: tuple[str, ...], tmp_path: Path) -> None:
