@@ -454,7 +454,7 @@ def _by_step_time(
     assert not isinstance(shape, str) and not isinstance(step, str)
     gpu, said = gpu_for_speed(settings.gpu)
     n_gpus_per_node = run.cluster.n_gpus_per_node
-    seconds = [step.seconds(spec, shape, gpu, n_gpus_per_node) for spec in specs]
+    seconds = [step.predict(spec, shape, gpu, n_gpus_per_node).batch_seconds for spec in specs]
     fitting = _memory_per_gpu(reading, engine, key, specs)
     order = sorted(range(len(specs)), key=lambda i: (specs[i] not in fitting, seconds[i], i))
     if fits:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from areal_conf.arguments import MAX_TOKENS, mapping, optional_whole, whole
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.hints import fix, sentence
+from areal_conf.hints import Sentence, fix, sentence
 
 # Sizes of the shape, each a positive integer or None (unknown).
 SIZE_KEYS: Final = (
@@ -256,10 +256,11 @@ def resolve_model(
         written = {k: v for k, v in (given or {}).items() if v is not None}
         source = written.pop("hf_config", None)
         if source is not None and not isinstance(source, str):
-            raise AllocationError(
-                f"{where} must be a path or a Hugging Face id, got {source!r}",
+            raise _wrong_value(
+                where,
+                "a path or a Hugging Face id",
                 source,
-                hint="give the path of the model's config.json, "
+                "give the path of the model's config.json, "
                 "e.g. model.hf_config=/models/x/config.json",
             )
         layers.append(written)
@@ -395,12 +396,11 @@ def check_size_value(key: str, value: object, *, example: int, null_means: str) 
     same; ``example`` and ``null_means`` (what null does for this key) make the hint.
     """
     if value is not None and not is_size(value):
-        raise AllocationError(
-            f"model.{key} must be a positive integer or null, got {value!r}",
+        raise _wrong_value(
+            f"model.{key}",
+            "a positive integer or null",
             value,
-            hint=sentence(
-                "write e.g. ", fix(f"model.{key}={example}"), f", or null to {null_means}"
-            ),
+            sentence("write e.g. ", fix(f"model.{key}={example}"), f", or null to {null_means}"),
         )
 
 
@@ -412,9 +412,16 @@ def check_shape_values(section: Mapping[str, Any]) -> None:
         )
     tie = section.get("tie_word_embeddings")
     if tie is not None and not isinstance(tie, bool):
-        raise AllocationError(
-            f"model.tie_word_embeddings must be true, false or null, got {tie!r}",
+        raise _wrong_value(
+            "model.tie_word_embeddings",
+            "true, false or null",
             tie,
-            hint="write model.tie_word_embeddings=true when the output layer shares the "
+            "write model.tie_word_embeddings=true when the output layer shares the "
             "embedding matrix",
         )
+
+
+def _wrong_value(where: str, must: str, value: object, hint: str | Sentence) -> AllocationError:
+    """The error of a ``model`` value (or ``--model`` setting) of the wrong kind: the
+    value as written, what it must be, and the fix."""
+    return AllocationError(f"{where} must be {must}, got {value!r}", value, hint=hint)

@@ -187,7 +187,7 @@ def rank_training(
             step.tokens_per_microbatch, step.tokens_per_optimizer_step // alloc.parallel.dp_size
         )
         memory = estimate(alloc, shape, **{**knobs, "tokens_per_microbatch": microbatch})
-        ranked.append(RankedLayout(spec, predicted, memory, step.optimizer_steps * predicted.total))
+        ranked.append(RankedLayout(spec, predicted, memory, predicted.batch_seconds))
     ranked.sort(key=lambda r: (not r.fits, r.seconds))
     if fits_only:
         ranked = [r for r in ranked if r.fits]
@@ -470,8 +470,9 @@ def _critic_time(
         if fastest is None:
             return None
         spec = fastest.spec
-    train = step.seconds(spec, shape, gpu, n_gpus_per_node)
-    return spec, train + step.seconds(spec, shape, gpu, n_gpus_per_node, forward_only=True)
+    train = step.predict(spec, shape, gpu, n_gpus_per_node)
+    forward = step.predict(spec, shape, gpu, n_gpus_per_node, forward_only=True)
+    return spec, train.batch_seconds + forward.batch_seconds
 
 
 def rank_decode(

@@ -286,7 +286,7 @@ def rl_step(
     def timed(section: EngineSection, engine: RLEngine, *, forward: bool) -> float:
         step = _step(run, section, mean_response_tokens)
         model = engine.own_shape or shape
-        return step.seconds(engine.allocation, model, gpu, n, forward_only=forward)
+        return step.predict(engine.allocation, model, gpu, n, forward_only=forward).batch_seconds
 
     critic = engines.get("critic")
     critic_section = run.engines.get("critic")

@@ -7,7 +7,7 @@ Micro-batches hold ``mb_spec.max_tokens_per_mb`` tokens (by default one longest
 sequence). Recomputation follows ``gradient_checkpointing`` (Megatron:
 ``recompute_granularity``; Archon: ``ac_mode``). Only engines with an optimizer (actor,
 critic) get a time;
-:meth:`TrainingStep.seconds` with ``forward_only`` prices a forward pass over the same
+:meth:`TrainingStep.predict` with ``forward_only`` prices a forward pass over the same
 batch (the PPO critic's values pass). A value head (critic, reward model) is priced as the language
 model's output layer.
 """
@@ -15,7 +15,7 @@ model's output layer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, cast
 
 from areal_conf.config.run_config import EngineSection, RunConfig
@@ -62,12 +62,14 @@ class TrainingStep:
         *,
         forward_only: bool = False,
     ) -> StepTime:
-        """One optimizer step of ``allocation`` (a rank's micro-batch at most its share);
-        with ``forward_only``, a forward pass over the whole batch instead."""
+        """One optimizer step of ``allocation`` (a rank's micro-batch at most its share),
+        its ``batch_seconds`` every optimizer step of the batch. With ``forward_only``, one
+        forward pass over the whole batch in the same micro-batches (a values or
+        log-probability pass: AReaL's ``compute_values``, ``compute_logp``)."""
         alloc = ModelAllocation.from_str(allocation) if isinstance(allocation, str) else allocation
         tokens = self.tokens_per_batch if forward_only else self.tokens_per_optimizer_step
         share = tokens // alloc.parallel.dp_size
-        return step_time(
+        one = step_time(
             alloc,
             shape,
             gpu=gpu,
@@ -78,23 +80,7 @@ class TrainingStep:
             forward_only=forward_only,
             **self.knobs,
         )
-
-    def seconds(
-        self,
-        allocation: ModelAllocation | str,
-        shape: ModelShape | Mapping[str, Any],
-        gpu: str | Hardware,
-        n_gpus_per_node: int = 8,
-        *,
-        forward_only: bool = False,
-    ) -> float:
-        """Seconds of the whole training step: every optimizer step of the batch. With
-        ``forward_only``, of one forward pass over the whole batch (a values or
-        log-probability pass: AReaL's ``compute_values``, ``compute_logp``), in the same
-        micro-batches."""
-        if forward_only:
-            return self.predict(allocation, shape, gpu, n_gpus_per_node, forward_only=True).total
-        return self.optimizer_steps * self.predict(allocation, shape, gpu, n_gpus_per_node).total
+        return replace(one, optimizer_steps=1 if forward_only else self.optimizer_steps)
 
     def batch_text(self, steps: str | None = None) -> str:
         """What the step trains on: the workload's assumptions, the tokens and the

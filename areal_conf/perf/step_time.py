@@ -182,6 +182,9 @@ class StepTime:
     mfu: float
     microbatches: int
     model_flops: float
+    #: The optimizer steps of the batch, each priced as this one (1 for a forward pass
+    #: over the whole batch).
+    optimizer_steps: int = 1
 
     TERMS: ClassVar[tuple[str, ...]] = (
         "compute",
@@ -199,6 +202,11 @@ class StepTime:
 
     def tokens_per_second(self, tokens_per_step: int) -> float:
         return tokens_per_step / self.total
+
+    @property
+    def batch_seconds(self) -> float:
+        """Seconds of the whole batch: every optimizer step of it."""
+        return self.optimizer_steps * self.total
 
     def breakdown(self) -> str:
         """``compute 1.20 + tp_comm 0.10 + ... = 1.45 s (MFU 41%)``, the non-zero terms."""

@@ -198,6 +198,23 @@ def _ulysses_heads_choices(model: ModelSpec, s: Sizes) -> list[int] | None:
     return None if heads is None else divisors(heads)
 
 
+def _heads_divisible_by_tp(
+    rule_id: str, key: str, backends: frozenset[str], *, source: tuple[str, ...]
+) -> ModelRule:
+    """The rule that tp divides ``key``'s heads, each rank holding whole heads."""
+    return ModelRule(
+        rule_id,
+        "tp",
+        (key,),
+        backends,
+        condition=f"{key} divisible by tp",
+        fits=lambda m, s: _n(m, key) % s.tp == 0,
+        broken=lambda m, s: f"{key}={m[key]} is not divisible by tp={s.tp}",
+        choices=lambda m, s: divisors(_n(m, key)),
+        source=source,
+    )
+
+
 _ALL: Final = frozenset(BACKENDS)
 _INFERENCE: Final = frozenset({"sglang", "vllm"})
 _WHOLE_KV_HEADS: Final = frozenset({"fsdp", "archon", "megatron"})
@@ -212,17 +229,10 @@ _VLLM: Final = "vLLM 0.19.1 (AReaL's pin) vllm/"
 
 #: In the order the messages list broken rules.
 MODEL_RULES: Final = (
-    ModelRule(
+    _heads_divisible_by_tp(
         "heads-tp",
-        "tp",
-        ("num_attention_heads",),
+        "num_attention_heads",
         _ALL,
-        condition="num_attention_heads divisible by tp",
-        fits=lambda m, s: _n(m, "num_attention_heads") % s.tp == 0,
-        broken=lambda m, s: (
-            f"num_attention_heads={m['num_attention_heads']} is not divisible by tp={s.tp}"
-        ),
-        choices=lambda m, s: divisors(_n(m, "num_attention_heads")),
         source=(
             "fsdp: " + _AREAL + "areal/engine/fsdp_utils/parallel.py:240-246",
             "archon: " + _AREAL + "areal/experimental/models/archon/utils.py:35-38",
@@ -231,15 +241,10 @@ MODEL_RULES: Final = (
             "vllm: " + _VLLM + "config/model.py:1111-1116",
         ),
     ),
-    ModelRule(
+    _heads_divisible_by_tp(
         "kv-heads-tp",
-        "tp",
-        ("num_kv_heads",),
+        "num_kv_heads",
         _WHOLE_KV_HEADS,
-        condition="num_kv_heads divisible by tp",
-        fits=lambda m, s: _n(m, "num_kv_heads") % s.tp == 0,
-        broken=lambda m, s: f"num_kv_heads={m['num_kv_heads']} is not divisible by tp={s.tp}",
-        choices=lambda m, s: divisors(_n(m, "num_kv_heads")),
         source=(
             "fsdp: " + _AREAL + "areal/engine/fsdp_utils/parallel.py:240-246",
             "archon: " + _AREAL + "areal/experimental/models/archon/utils.py:40-43",

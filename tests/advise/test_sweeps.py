@@ -382,7 +382,7 @@ def step_seconds(
     shape = model_shape(QWEN_KEYS)
     assert isinstance(step, TrainingStep) and isinstance(shape, ModelShape)
     n = run.cluster.n_gpus_per_node
-    return [step.seconds(spec, shape, hardware(gpu), n) for spec in specs]
+    return [step.predict(spec, shape, hardware(gpu), n).batch_seconds for spec in specs]
 
 
 def accepted(cfg: Any, spec: str) -> bool:

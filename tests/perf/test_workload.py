@@ -279,7 +279,7 @@ def test_a_pair_costs_two_sequences() -> None:
     for run in (sft, rw):
         step = training_step(run, run.engines["actor"])
         assert isinstance(step, TrainingStep)
-        seconds.append(step.seconds("fsdp:d8", shape, "h100"))
+        seconds.append(step.predict("fsdp:d8", shape, "h100").batch_seconds)
     assert seconds[1] == pytest.approx(2 * seconds[0], rel=0.05)
 
 
@@ -340,13 +340,10 @@ def test_a_critic_on_the_actors_gpus_counts_in_the_split() -> None:
             tokens_per_microbatch=16384,
             recompute_by_backend=recomputing("full"),
         )
-        expected = step.seconds(b.critic, shape, "h100") + step.seconds(
-            b.critic, shape, "h100", forward_only=True
-        )
-        assert b.critic_s == pytest.approx(expected)
-        assert step.seconds(b.critic, shape, "h100", forward_only=True) < step.seconds(
-            b.critic, shape, "h100"
-        )
+        train = step.predict(b.critic, shape, "h100").batch_seconds
+        values = step.predict(b.critic, shape, "h100", forward_only=True).batch_seconds
+        assert b.critic_s == pytest.approx(train + values)
+        assert values < train
     # training takes longer, so the best split gives the training side more GPUs
     assert both.best.actor_gpus > alone.best.actor_gpus
     assert (
