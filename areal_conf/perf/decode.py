@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Required, TypedDict
 
 from areal_conf.arguments import whole
 from areal_conf.errors import AllocationError, ConfigError
@@ -60,6 +60,18 @@ class RequestLengths:
     def __post_init__(self) -> None:
         whole("RequestLengths.prompt", self.prompt, example="e.g. 1024", minimum=0)
         whole("RequestLengths.response", self.response, example="e.g. 2048")
+
+
+class DecodeLoad(TypedDict, total=False):
+    """:func:`decode_throughput`'s keyword arguments: the GPU, the load and the node, as
+    a ranking of layouts passes them on."""
+
+    gpu: Required[str | Hardware]
+    concurrent: Required[int]
+    context_tokens: Required[int]
+    n_gpus_per_node: int
+    mem_fraction: float | None
+    requests: RequestLengths | None
 
 
 def decode_throughput(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from areal_conf.arguments import (
     choice,
@@ -27,7 +27,12 @@ from areal_conf.arguments import (
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape, shape_of
-from areal_conf.perf.decode import DecodeThroughput, RequestLengths, decode_throughput
+from areal_conf.perf.decode import (
+    DecodeLoad,
+    DecodeThroughput,
+    RequestLengths,
+    decode_throughput,
+)
 from areal_conf.perf.memory import MemoryEstimate, estimate
 from areal_conf.perf.pricing import gpus_per_node
 from areal_conf.perf.rl_step import compose
@@ -480,32 +485,19 @@ def rank_decode(
     gpus: int,
     model: ModelShape | Mapping[str, Any],
     *,
-    gpu: str | Hardware,
-    concurrent: int,
-    context_tokens: int,
-    n_gpus_per_node: int = 8,
-    mem_fraction: float | None = None,
-    requests: RequestLengths | None = None,
     top: int | None = None,
+    **load: Unpack[DecodeLoad],
 ) -> list[tuple[str, DecodeThroughput]]:
     """Every valid inference layout on ``gpus`` GPUs whose KV cache holds a sequence of
     ``context_tokens``, by predicted decode throughput, highest first; tp at most
-    ``n_gpus_per_node``; ``requests``: count the prefill of replaced requests
-    (:func:`areal_conf.perf.decode.decode_throughput`)."""
+    ``n_gpus_per_node``; ``load``: the keyword arguments of
+    :func:`areal_conf.perf.decode.decode_throughput`."""
     shape = shape_of(model)
     found: list[tuple[str, DecodeThroughput]] = []
-    for spec in layouts(backend, gpus, model=as_model_mapping(shape), max_tp=n_gpus_per_node):
+    max_tp = load.get("n_gpus_per_node", 8)
+    for spec in layouts(backend, gpus, model=as_model_mapping(shape), max_tp=max_tp):
         try:
-            rate = decode_throughput(
-                spec,
-                shape,
-                gpu=gpu,
-                concurrent=concurrent,
-                context_tokens=context_tokens,
-                n_gpus_per_node=n_gpus_per_node,
-                mem_fraction=mem_fraction,
-                requests=requests,
-            )
+            rate = decode_throughput(spec, shape, **load)
         except AllocationError:  # its KV cache does not hold one sequence
             continue
         found.append((spec, rate))

@@ -32,7 +32,9 @@ def predict_step_times(ctx: Context) -> None:
         if isinstance(step, str):
             continue
         try:
-            ctx.step_seconds[e.name] = step.predict(e.allocation, shape, gpu, max(1, ctx.n)).batch_seconds
+            ctx.step_seconds[e.name] = step.predict(
+                e.allocation, shape, gpu, max(1, ctx.n)
+            ).batch_seconds
         except AllocationError:  # e.g. more data-parallel ranks than tokens: no time
             continue
         timed[e.name] = step

@@ -191,7 +191,9 @@ def test_the_plan_has_an_s_per_step_column_that_matches_the_model() -> None:
     assert isinstance(step, TrainingStep)
     shape = shape_of({"hf_config": "Qwen/Qwen2.5-1.5B-Instruct"})
     assert actor.allocation is not None
-    assert actor.step_seconds == pytest.approx(step.predict(actor.allocation, shape, "h100", 8).batch_seconds)
+    assert actor.step_seconds == pytest.approx(
+        step.predict(actor.allocation, shape, "h100", 8).batch_seconds
+    )
     from areal_conf.plan.report import plan_table
 
     table = plan_table(plan)
