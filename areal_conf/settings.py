@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from areal_conf.areal.drivers import DriverScope
 from areal_conf.areal.local_gpus import DEVICE_DIR, GpuCount, machine_gpus
 from areal_conf.arguments import mapping, optional_whole, positive, text
 from areal_conf.errors import AllocationError, ConfigError, from_variable
@@ -61,7 +62,9 @@ class Settings:
     ``num_layers``) with ``model_from`` naming where they came from; ``gpu`` the GPU by
     its name in ``areal_conf.model.hardware.HARDWARE``; ``mean_response_tokens`` the mean
     response length the predicted step time assumes; ``machine_gpus`` the GPUs AReaL's
-    local scheduler would have where areal-conf runs (None: none visible here).
+    local scheduler would have where areal-conf runs (None: none visible here);
+    ``driver`` what the AReaL command's driver script builds, when its source shows it
+    builds no trainer (None: every engine of the config, as AReaL's trainers build them).
     """
 
     areal_version: str | None = None
@@ -72,6 +75,7 @@ class Settings:
     model_from: str = ""
     mean_response_tokens: int | None = None
     machine_gpus: GpuCount | None = None
+    driver: DriverScope | None = None
 
 
 #: The memory of one GPU when nothing says (an H100's, the most common training GPU).
@@ -123,6 +127,11 @@ def optional_settings(settings: object) -> Settings | None:
             f"settings.machine_gpus must be a GpuCount or None, got "
             f"{type(settings.machine_gpus).__name__}",
             hint="leave it None: areal-conf counts the GPUs AReaL's local scheduler sees",
+        )
+    if settings.driver is not None and not isinstance(settings.driver, DriverScope):
+        raise ConfigError(
+            f"settings.driver must be a DriverScope or None, got {type(settings.driver).__name__}",
+            hint="leave it None: areal-conf reads an AReaL command's driver script itself",
         )
     return settings
 

@@ -158,10 +158,16 @@ def read_run(
 def _read(cfg: Any, choice: RulesChoice, settings: Settings) -> Reading:
     """``cfg`` read under ``choice``'s rules; a read error with its fixes checked."""
     try:
-        run = read_config(cfg, choice.rules)
+        run = _read_config(cfg, choice, settings)
     except AllocationError as err:
         raise _checked(err, _whole_check(cfg, choice, settings)) from None
     return Reading(cfg, run, choice, settings)
+
+
+def _read_config(cfg: Any, choice: RulesChoice, settings: Settings) -> RunConfig:
+    """``cfg`` read under ``choice``'s rules, for the driver ``settings`` name."""
+    run = read_config(cfg, choice.rules)
+    return run if settings.driver is None else replace(run, driver=settings.driver)
 
 
 def validate_run(
@@ -303,7 +309,7 @@ def _check_edited(
     ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
     anything. Raises AllocationError when the edited config cannot be read."""
     edited = with_overrides(cfg, overrides)
-    run = read_config(edited, choice.rules)
+    run = _read_config(edited, choice, settings)
     ctx = Context(Reading(edited, run, choice, settings), fixing=fixing)
     ctx.recheck = _rechecker(ctx)
     return ctx, _run_checks(ctx, until=LAST_REFUSING)

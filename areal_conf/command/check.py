@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -275,6 +275,7 @@ def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading
     from areal_conf.validation import read_run
 
     try:
+        settings = with_driver_scope(command, settings)
         _check_top_level(command, cfg, settings)
         reading = read_run(cfg, settings=settings)
         if reading.run.missing_values:
@@ -289,6 +290,20 @@ def _read(command: AReaLCommand, cfg: Any, settings: Settings | None) -> Reading
         raise _about_override(
             command, _override_index(command, override, n), override, fixed.reason, fixed.hint
         ) from None
+
+
+def with_driver_scope(command: AReaLCommand, settings: Settings | None) -> Settings | None:
+    """``settings`` (the environment's when None) with the scope of the command's driver
+    script, when its source shows it builds no AReaL trainer; else ``settings``."""
+    from areal_conf.areal.drivers import driver_scope
+    from areal_conf.settings import default_settings
+
+    if command.form != "script":
+        return settings
+    scope = driver_scope(Path(command.cwd, command.driver), command.driver)
+    if scope is None:
+        return settings
+    return replace(settings if settings is not None else default_settings(), driver=scope)
 
 
 def _check_top_level(command: AReaLCommand, cfg: Any, settings: Settings | None) -> None:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-#: A driver script larger than this is not read (a driver is a few hundred lines).
-MOST_DRIVER_BYTES: Final = 1_000_000
+from areal_conf.areal.drivers import imported_from_areal, loader_calls, parsed_script
 
 
 @dataclass(frozen=True)
@@ -37,16 +36,13 @@ class DriverClass:
 def driver_config_class(script: Path, experiments: tuple[str, ...]) -> DriverClass | None:
     """The config class ``script`` loads its config into, when it is one of AReaL's
     ``experiments`` (their names) or derives from one in the script itself; else None."""
-    try:
-        if not script.is_file() or script.stat().st_size > MOST_DRIVER_BYTES:
-            return None
-        tree = ast.parse(script.read_bytes(), filename=str(script))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed_script(script)
+    if tree is None:
         return None  # not a script it can read: the top level stays unchecked
     name = _loaded_class(tree)
     if name is None:
         return None
-    imported = _imported_from_areal(tree)
+    imported = imported_from_areal(tree)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     extra: set[str] = set()
     current, seen = name, set()
@@ -84,28 +80,10 @@ def check_top_level_keys(cfg: Any, driver: DriverClass, version: str) -> None:
 def _loaded_class(tree: ast.Module) -> str | None:
     """The name passed as the config class to the script's one ``load_expr_config``."""
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _called(node) == "load_expr_config":
-            arg = node.args[1] if len(node.args) > 1 else None
-            for keyword in node.keywords:
-                if keyword.arg == "config_cls":
-                    arg = keyword.value
-            found.add(arg.id if isinstance(arg, ast.Name) else None)
+    for node in loader_calls(tree):
+        arg = node.args[1] if len(node.args) > 1 else None
+        for keyword in node.keywords:
+            if keyword.arg == "config_cls":
+                arg = keyword.value
+        found.add(arg.id if isinstance(arg, ast.Name) else None)
     return found.pop() if len(found) == 1 else None
-
-
-def _called(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else None
-
-
-def _imported_from_areal(tree: ast.Module) -> dict[str, str]:
-    """The names the script imports from AReaL's package, by the name it binds."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "areal":
-            for alias in node.names:
-                names[alias.asname or alias.name] = alias.name
-    return names

@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from areal_conf.command.argv import AReaLCommand, parse_areal_command
-from areal_conf.command.check import AREAL_CONFIG_SUFFIX, config_file, parse_overrides
+from areal_conf.command.check import (
+    AREAL_CONFIG_SUFFIX,
+    config_file,
+    parse_overrides,
+    with_driver_scope,
+)
 from areal_conf.command.process import run_forwarding
 from areal_conf.errors import AllocationError
 from areal_conf.files import write_atomic
@@ -141,7 +146,7 @@ def sweep_command(
     command = parse_areal_command(argv, cwd)
     path = config_file(command)
     parse_overrides(command, command.overrides)
-    chosen = settings if settings is not None else default_settings()
+    chosen = with_driver_scope(command, settings) or default_settings()
     areal = [o for o in command.overrides if not is_hydra_option(o)]
     hydra = validated_launch([o for o in command.overrides if is_hydra_option(o)])
     with contextlib.ExitStack() as scratch:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from areal_conf.areal.drivers import DriverScope
 from areal_conf.areal.versions import AReaLVersion, EngineRow
 from areal_conf.errors import ConfigError, ErrorAtKey
 from areal_conf.hints import fix, sentence
@@ -243,11 +244,15 @@ class RunConfig:
     #: them (the check of an AReaL command refuses it); a config given to ``validate``
     #: for its layouts may.
     missing_values: tuple[ErrorAtKey, ...] = ()
+    #: The driver script builds no AReaL trainer and only the engines it reads (None:
+    #: a trainer builds every engine).
+    driver: DriverScope | None = None
 
     @property
     def rl(self) -> bool:
-        """PPOTrainer's checks apply: the config has an actor and a rollout."""
-        return "actor" in self.engines and "rollout" in self.engines
+        """PPOTrainer's checks apply: the config has an actor and a rollout, and the
+        driver builds a trainer."""
+        return "actor" in self.engines and "rollout" in self.engines and self.driver is None
 
     @property
     def actor(self) -> EngineSection | None:

@@ -203,9 +203,12 @@ def parse_engines(run: RunConfig, *, check_kinds: bool = True) -> dict[str, Engi
     engines: dict[str, EnginePlan] = {}
     for name in plan_order(run, list(found)):
         engine = found[name]
-        if name == KL_ROLE and ref_reason is not None:
-            role = ROLE[name]
-            engines[name] = EnginePlan(name, None, "", kind=role.kind, not_built=ref_reason)
+        unbuilt = ref_reason if name == KL_ROLE else None
+        if run.driver is not None and not run.driver.builds(name):
+            unbuilt = run.driver.not_built(name)
+        if unbuilt is not None:
+            kind = engine.row.kind if engine.row is not None else "training"
+            engines[name] = EnginePlan(name, None, "", kind=kind, not_built=unbuilt)
             continue
         engines[name] = _parse(run, engine, check_kind=check_kinds)
     if not any(e.enabled for e in engines.values()):

@@ -2,7 +2,8 @@
 
 Each rule is one :class:`Rule`: a unique id (which an error it raises carries as
 ``AllocationError.rule``), the topic it belongs to, what it checks, the AReaL versions and
-schedulers it applies to, whether only an RL config (an actor and a rollout) meets it,
+schedulers it applies to, whether only an RL config (an actor and a rollout, run by
+AReaL's trainer) meets it,
 the code of AReaL (or of the engine) that makes it, and the function that checks it.
 The table is in the order AReaL meets the rules, so a version's checks are the rules
 that apply to it, in table order (:func:`rules_for`): the first that fails is the
@@ -368,7 +369,7 @@ def rules_table() -> str:
     for rule in RULES:
         applies = []
         if rule.rl_only:
-            applies.append("RL configs (an actor and a rollout)")
+            applies.append("RL configs run by AReaL's trainer (an actor and a rollout)")
         if rule.schedulers:
             given = [s for s in rule.schedulers if s not in ("any", "null")]
             shown = [*given, *(["no scheduler.type"] if "null" in rule.schedulers else [])]
