@@ -95,6 +95,7 @@ def parse_areal_command(
             "no AReaL command given",
             hint=f"put the command you run AReaL with after the verb, e.g. {EXAMPLE_COMMAND}",
         )
+    _refuse_assignments(args)
     form, driver, first = _driver_start(args)
     if form == "areal train run":
         return _areal_cli(args, driver, first, where)
@@ -120,6 +121,34 @@ def parse_config_command(
     return AReaLCommand(
         args, "script", "", config, tuple(args[i] for i in overrides), tuple(overrides), where
     )
+
+
+def _refuse_assignments(args: tuple[str, ...]) -> None:
+    """Refuse ``NAME=value`` in front of the program (``CUDA_VISIBLE_DEVICES=0,1 python
+    ...``, or after ``env``): the command would see a variable areal-conf's check does
+    not (the GPUs AReaL's local scheduler counts, a ``${oc.env:NAME}`` value)."""
+    start = 1 if args[:1] == ("env",) else 0
+    end = start
+    while end < len(args) and _is_assignment(args[end]):
+        end += 1
+    if end == start:
+        return
+    name = args[start].partition("=")[0]
+    raise command_error(
+        args,
+        start,
+        f"{name} is set for the command alone, and areal-conf checks the command with its "
+        "own environment (the GPUs AReaL's local scheduler counts, the values of "
+        "${oc.env:...})",
+        "set it for areal-conf instead (the command gets areal-conf's environment), e.g. "
+        + shlex.join([*args[start:end], "python", "-m", "areal_conf", "check", "--", *args[end:]]),
+    )
+
+
+def _is_assignment(arg: str) -> bool:
+    """``NAME=value``, as a POSIX shell reads an environment assignment."""
+    name, equals, _ = arg.partition("=")
+    return bool(equals) and name.isidentifier() and name.isascii()
 
 
 def _driver_start(args: tuple[str, ...]) -> tuple[Form, str, int]:

@@ -143,6 +143,30 @@ def test_an_spmd_launcher_command_says_to_check_its_driver(argv: str, hint: str)
         assert parse_areal_command(printed, "/srv/areal").driver == "examples/math/gsm8k_rl.py"
 
 
+@pytest.mark.parametrize(
+    ("argv", "fix"),
+    [
+        (
+            "CUDA_VISIBLE_DEVICES=0,1 python x.py --config c.yaml",
+            "CUDA_VISIBLE_DEVICES=0,1 python -m areal_conf check -- python x.py --config c.yaml",
+        ),
+        (
+            "env A=1 B=2 uv run x.py --config c.yaml",
+            "A=1 B=2 python -m areal_conf check -- uv run x.py --config c.yaml",
+        ),
+    ],
+)
+def test_a_variable_set_for_the_command_alone_is_refused(argv: str, fix: str) -> None:
+    """areal-conf checks with its own environment (the local scheduler's GPUs,
+    ${oc.env:...}): a variable only the command would see is moved in front of it."""
+    with pytest.raises(AllocationError) as info:
+        parse_areal_command(shlex.split(argv), "/srv/areal")
+    assert "is set for the command alone" in info.value.reason
+    assert info.value.hint.endswith(f"e.g. {fix}"), info.value.hint
+    printed = shlex.split(fix)  # what follows areal-conf's -- is a command it reads
+    assert parse_areal_command(printed[printed.index("--") + 1 :], "/srv/areal").driver == "x.py"
+
+
 def test_a_job_keeps_every_argument_but_the_overrides() -> None:
     command = parse_areal_command(
         ["python", "-u", "x.py", "a=1", "--config", "c.yaml", "b=2"], "/srv/areal"
