@@ -6,9 +6,11 @@ separated, the GPUs they share when colocated; for a config that does not start 
 is, the GPUs it has):
 
 - every split between them (whole nodes; single GPUs within one node; at most
-  :data:`MAX_SPLITS`, evenly spread), with the :data:`LAYOUTS_PER_ENGINE` fastest layouts of
-  each engine there: the rollout's by decode throughput, the actor's by training step
-  among those that fit;
+  :data:`MAX_SPLITS`, evenly spread), with the fastest pairs of layouts there that pass
+  the check: each engine's layouts ranked (the rollout's by decode throughput, the
+  actor's by training step among those that fit), pairs tried from the top of both
+  rankings down until :data:`LAYOUTS_PER_ENGINE` squared pass (at most
+  :data:`PAIRS_CHECKED` tried);
 - both engines colocated on all of them, as AReaL colocates them: the rollout on the
   actor's GPUs, weights updated through the disk (AReaL refuses NCCL between engines that
   share GPUs) and torch_memory_saver offloading each between its uses
@@ -21,6 +23,8 @@ pass ``check``), and its step predicted by :func:`areal_conf.perf.rl_step.rl_ste
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,8 +42,12 @@ from areal_conf.rules.fit import engine_knobs
 from areal_conf.spec.allocation import ModelAllocation
 from areal_conf.validation import Validation, validate_run
 
-#: Fastest layouts of each engine tried on each split.
+#: Fastest layouts of each engine tried on each split (the pairs of the top two of each
+#: that pass the check, more when some do not).
 LAYOUTS_PER_ENGINE: Final = 2
+#: Pairs of layouts checked at most on one split: a config whose fastest layouts fail its
+#: own check (a scheduler's or a model's rule the rankings do not know) gets the next ones.
+PAIRS_CHECKED: Final = 16
 #: Splits tried at most (evenly spread over all of them).
 MAX_SPLITS: Final = 32
 
@@ -229,7 +237,6 @@ class _Search:
                 requests=RequestLengths(
                     self.work.prompt_tokens, max(1, self.work.mean_response_tokens)
                 ),
-                top=LAYOUTS_PER_ENGINE,
             )
             trainers = rank_training(
                 self.step,
@@ -241,44 +248,56 @@ class _Search:
                 gpu_memory_gb=self.gpu_memory_gb,
                 memory_knobs=self.memory_knobs,
                 fits_only=True,
-                top=LAYOUTS_PER_ENGINE,
             )
         except AllocationError:
             return []
         found: list[RLLayout] = []
-        for r_spec, _ in decoders:
-            for trained in trainers:
-                edits = (
-                    f"{rollout_section.backend_key}={r_spec}",
-                    f"{actor_section.backend_key}={trained.spec}",
-                    *extra,
+        for i, j in itertools.islice(_by_rank(len(decoders), len(trainers)), PAIRS_CHECKED):
+            if len(found) == LAYOUTS_PER_ENGINE**2:
+                break
+            r_spec, trained = decoders[i][0], trainers[j]
+            edits = (
+                f"{rollout_section.backend_key}={r_spec}",
+                f"{actor_section.backend_key}={trained.spec}",
+                *extra,
+            )
+            try:
+                checked = validate_run(self.reading, edits, check_fixes=False)
+                predicted = rl_step(
+                    checked.run or run,
+                    checked.rl_engines(),
+                    self.shape,
+                    gpu=self.gpu,
+                    n_gpus_per_node=self.n,
+                    mean_response_tokens=self.mean_response_tokens,
+                    calibration=self.calibration,
                 )
-                try:
-                    checked = validate_run(self.reading, edits, check_fixes=False)
-                    predicted = rl_step(
-                        checked.run or run,
-                        checked.rl_engines(),
-                        self.shape,
-                        gpu=self.gpu,
-                        n_gpus_per_node=self.n,
-                        mean_response_tokens=self.mean_response_tokens,
-                        calibration=self.calibration,
-                    )
-                except AllocationError:
-                    continue
-                overrides = tuple(_as_override(run.present_keys, e) for e in edits)
-                found.append(
-                    RLLayout(
-                        r_spec,
-                        trained.spec,
-                        rollout_gpus,
-                        actor_gpus,
-                        colocated,
-                        predicted,
-                        overrides,
-                    )
+            except AllocationError:
+                continue
+            overrides = tuple(_as_override(run.present_keys, e) for e in edits)
+            found.append(
+                RLLayout(
+                    r_spec,
+                    trained.spec,
+                    rollout_gpus,
+                    actor_gpus,
+                    colocated,
+                    predicted,
+                    overrides,
                 )
+            )
         return found
+
+
+def _by_rank(rows: int, columns: int) -> Iterator[tuple[int, int]]:
+    """The pairs ``(i, j)`` of two rankings' places, the best first: those of the top
+    two of each before any with a third, and so on ((0, 0); (0, 1), (1, 0), (1, 1);
+    (0, 2), ...)."""
+    for k in range(max(rows, columns)):
+        if k < columns:
+            yield from ((i, k) for i in range(min(k, rows)))
+        if k < rows:
+            yield from ((k, j) for j in range(min(k + 1, columns)))
 
 
 def _as_override(present: frozenset[str], edit: str) -> str:
