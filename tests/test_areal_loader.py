@@ -136,6 +136,12 @@ BROKEN = [
         ("scheduler.type=slurm", "actor.backend=fsdp:d2", "rollout.backend=sglang:d6"),
         "actor.backend",
     ),
+    Broken(  # AReaL's own example, which its loader refuses
+        "kpop rejection metric",
+        "math/gsm8k_kpop.yaml",
+        ("scheduler.type=local",),
+        "actor.rejection_sampling.metric",
+    ),
     Broken(
         "AWEX on slurm",
         "math/gsm8k_grpo_awex_colocate.yaml",
@@ -422,6 +428,20 @@ VALUES = [
     (("cluster.n_gpus_per_node='8'",), True),
     (("cluster.n_nodes='1'",), True),
     (("cluster.n_nodes=one",), False),
+    # a text the dataclass's __post_init__ checks against a set (known_values.CHOICES)
+    (("++actor.rejection_sampling.metric=binary_kl",), False),
+    (("++actor.rejection_sampling.metric=kl_k2",), True),
+    (("++actor.rejection_sampling.level=sequence",), True),
+    (("++actor.reward_norm.mean_level=null",), True),
+    (("++actor.reward_norm.std_level=batchwise",), False),
+    (("++actor.mb_spec.packing_algorithm=greedy",), False),
+    (("++actor.gae_timestep_unit=turn",), True),
+    (("++actor.gae_timestep_unit=step",), False),
+    (("++saver.mode=later",), False),
+    (("++recover.mode=off",), True),
+    (("++stats_logger.wandb.mode=cloud",), False),
+    (("++stats_logger.swanlab.mode=cloud",), True),
+    (("++stats_logger.trackio.mode=offline",), False),
 ]
 
 

@@ -120,7 +120,9 @@ def areal_keys(version: str) -> KeyTable:
         if gone
         else None,
         values={
-            owner: {name: PlainField.of(owner, name, entry) for name, entry in fields.items()}
+            owner: {
+                name: PlainField.of(owner, name, entry, version) for name, entry in fields.items()
+            }
             for owner, fields in data["values"].items()
         },
         made={owner: frozenset(keys) for owner, keys in data.get("made", {}).items()},

@@ -29,6 +29,57 @@ _SAID: Final = {"bool": "true or false", "int": "an integer", "float": "a number
 _EXAMPLE: Final = {"bool": True, "int": 1, "float": 1.0, "str": "x"}
 NO_DEFAULT: Final = object()
 
+#: The values a text field takes where the dataclass's ``__post_init__`` checks it against
+#: a set after the merge (``if self.metric not in _VALID_METRICS: raise ValueError``), by
+#: AReaL version, class and field, with where AReaL says so (``areal/`` at cbff54d64).
+CHOICES: Final[Mapping[str, Mapping[tuple[str, str], tuple[tuple[str | None, ...], str]]]] = {
+    "2.0": {
+        ("NormConfig", "mean_level"): (("batch", "group", None), "api/cli_args.py:82-86"),
+        ("NormConfig", "std_level"): (("batch", "group", None), "api/cli_args.py:82, 87-90"),
+        ("MicroBatchSpec", "packing_algorithm"): (
+            ("ffd", "kk"),
+            "api/cli_args.py:142-147, utils/seqpack.py:162-164",
+        ),
+        ("ArchonFP8Config", "mode"): (("disabled", "blockwise"), "api/cli_args.py:591-595"),
+        ("ArchonEngineConfig", "reshard_after_forward_policy"): (
+            ("default", "always", "never"),
+            "api/cli_args.py:765-770",
+        ),
+        ("ArchonEngineConfig", "moe_router_dtype"): (("fp32", None), "api/cli_args.py:771-776"),
+        ("RejectionSamplingConfig", "level"): (
+            ("token", "sequence"),
+            "api/cli_args.py:1606, 1613-1616",
+        ),
+        ("RejectionSamplingConfig", "action"): (
+            ("mask", "clamp"),
+            "api/cli_args.py:1607, 1617-1620",
+        ),
+        ("RejectionSamplingConfig", "metric"): (
+            ("ratio", "kl_k1", "kl_k2", "kl_k3"),
+            "api/cli_args.py:1608, 1621-1624",
+        ),
+        ("RejectionSamplingConfig", "agg"): (
+            ("sum", "mean", "max"),
+            "api/cli_args.py:1609, 1625",
+        ),
+        ("PPOActorConfig", "gae_timestep_unit"): (("token", "turn"), "api/cli_args.py:1886-1890"),
+        ("SaverConfig", "mode"): (("auto", "sync", "async"), "api/cli_args.py:2754-2756"),
+        ("RecoverConfig", "mode"): (
+            ("on", "off", "auto", "disabled"),
+            "api/cli_args.py:2796-2802",
+        ),
+        ("WandBConfig", "mode"): (
+            ("online", "offline", "disabled", "shared"),
+            "api/cli_args.py:2830-2834",
+        ),
+        ("SwanlabConfig", "mode"): (
+            ("cloud", "local", "disabled", "offline"),
+            "api/cli_args.py:2857-2861",
+        ),
+        ("TrackioConfig", "mode"): (("disabled", "online", "local"), "api/cli_args.py:2896-2900"),
+    }
+}
+
 
 @dataclass(frozen=True)
 class PlainField:
@@ -43,9 +94,12 @@ class PlainField:
     optional: bool
     default: object = NO_DEFAULT
     mandatory: bool = False
+    #: The texts the dataclass then takes (None: any; see :data:`CHOICES`).
+    choices: tuple[str | None, ...] | None = None
 
     @classmethod
-    def of(cls, owner: str, name: str, entry: Mapping[str, Any]) -> PlainField:
+    def of(cls, owner: str, name: str, entry: Mapping[str, Any], version: str) -> PlainField:
+        choices = CHOICES.get(version, {}).get((owner, name))
         return cls(
             owner,
             name,
@@ -53,16 +107,23 @@ class PlainField:
             entry["optional"],
             entry.get("default", NO_DEFAULT),
             entry.get("mandatory", False),
+            None if choices is None else choices[0],
         )
 
     def takes(self, value: Any) -> bool:
-        """Whether AReaL's merge takes ``value`` (plain data; a section is a Mapping, a
-        list a Sequence) for this field."""
+        """Whether AReaL's loader takes ``value`` (plain data; a section is a Mapping, a
+        list a Sequence) for this field: its merge converts it, and the dataclass takes
+        what it converts to."""
         if value is None:
             return self.optional
-        return _CONVERTS[self.type](value)
+        if not _CONVERTS[self.type](value):
+            return False
+        return self.choices is None or str(value) in self.choices
 
     def said(self) -> str:
+        if self.choices is not None:
+            listed = [repr(choice) for choice in self.choices if choice is not None]
+            return f"one of {', '.join(listed)}" + (" or null" if self.optional else "")
         return _SAID[self.type] + (" or null" if self.optional else "")
 
     def example(self) -> object:

@@ -13,7 +13,7 @@ from omegaconf import BooleanNode, FloatNode, IntegerNode, StringNode
 from omegaconf.errors import GrammarParseError, ValidationError
 
 from areal_conf.config.known_keys import areal_keys
-from areal_conf.config.known_values import NO_DEFAULT, PlainField, refusal
+from areal_conf.config.known_values import CHOICES, NO_DEFAULT, PlainField, refusal
 
 NODES = {"bool": BooleanNode, "int": IntegerNode, "float": FloatNode, "str": StringNode}
 
@@ -116,3 +116,28 @@ def test_a_value_an_override_broke_can_go_back_to_the_yamls() -> None:
         check_command([*argv, "++actor.optimizer.lr=abc"], cwd=FIXTURES / "commands")
     assert info.value.hint.startswith("write AReaL's default: ++actor.optimizer.lr=")
     assert "or remove the override ++actor.optimizer.lr=abc" in info.value.hint
+
+
+def test_each_set_of_values_belongs_to_a_text_field_whose_default_it_takes() -> None:
+    """Each row of CHOICES names a text field of AReaL's table, and its default is one of
+    the values (a misspelt class or field would check nothing)."""
+    for version, rows in CHOICES.items():
+        table = areal_keys(version).values
+        for (owner, name), (choices, source) in rows.items():
+            field = table[owner][name]
+            assert field.type == "str" and field.choices == choices, (owner, name)
+            assert field.default in choices and source.startswith("api/cli_args.py:")
+            assert (None in choices) == field.optional, (owner, name)
+
+
+@pytest.mark.parametrize(
+    ("value", "taken"),
+    [("kl_k1", True), ("binary_kl", False), (None, False), (3, False), ("ratio ", False)],
+)
+def test_a_text_checked_against_a_set_takes_only_its_values(value: Any, taken: bool) -> None:
+    metric = areal_keys("2.0").values["RejectionSamplingConfig"]["metric"]
+    assert metric.takes(value) is taken
+    refused = refusal("actor.rejection_sampling.metric", value, [metric])
+    assert (refused is None) is taken
+    if refused is not None and value is not None:
+        assert "takes one of 'ratio', 'kl_k1', 'kl_k2', 'kl_k3'" in refused[0]
