@@ -60,8 +60,9 @@ def required_error(missing: Sequence[ErrorAtKey]) -> ErrorAtKey:
     error = MissingValue(
         f"{first.reason} (and {len(missing) - 1} more: {others})",
         hint=fix(
-            *(e.override for e in missing if isinstance(e, MissingValue)),
+            *(overrides := [e.override for e in missing if isinstance(e, MissingValue)]),
             lead="give them values: ",
+            quoted=any("$" in override for override in overrides),
         ),
     )
     error.key = first.key
@@ -84,14 +85,21 @@ def _missing(key: str, section: Section, *, written: bool, made: str = "") -> Mi
     said = "??? is no value" if written else "missing"
     if made:
         said += f" (the config has no {made}: AReaL makes it with its defaults)"
-    # a backend has its own example: the placeholder says less than a layout does
-    value = example_backend(key.split(".")[0]) if name == "backend" else f"<{name}>"
+    # a backend has its own example: the placeholder says less than a layout does; the
+    # ref runs the actor's model, on the actor's layout in AReaL's examples
+    # (ref.backend: ${actor.backend} in 52 of them)
+    role = key.split(".")[0]
+    value = f"<{name}>"
+    if name == "backend":
+        value = "${actor.backend}" if key == "ref.backend" else example_backend(role)
     override = f"{'' if written else '++'}{key}={value}"
     error = MissingValue(
         f"{key}: {said}; {section.describe()} has no default for {name}, and AReaL's loader "
         "refuses a config without a value for it",
         hint=fix(
-            override, lead="give it a value, e.g. " if name == "backend" else "give it a value: "
+            override,
+            lead="give it a value, e.g. " if name == "backend" else "give it a value: ",
+            quoted="$" in override,  # a shell would expand ${actor.backend}
         ),
     )
     error.key, error.instead, error.override = key, value, override
