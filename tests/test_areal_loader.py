@@ -168,6 +168,20 @@ def test_every_fix_areal_conf_gives_loads_in_areal(row: Broken) -> None:
     assert not isinstance(outcome, AllocationError), outcome
 
 
+def test_the_fix_for_a_missing_ref_backend_is_the_actors_and_loads() -> None:
+    """As AReaL's examples write it (ref.backend: ${actor.backend}), quoted for a shell."""
+    yaml = EXAMPLES / "math" / "gsm8k_grpo.yaml"
+    argv = [sys.executable, "examples/math/gsm8k_rl.py", "--config", str(yaml)]
+    base = ["scheduler.type=local", "~ref.backend"]
+    with pytest.raises(AllocationError) as info:
+        check_command([*argv, *base], cwd=SRC)
+    assert info.value.reason.startswith("ref.backend: missing")
+    fixed = shlex.split(info.value.hint.partition("e.g. ")[2])
+    assert fixed == ["++ref.backend=${actor.backend}"]
+    assert areal_loads(yaml, [*base, *fixed])["ok"]
+    check_command([*argv, *base, *fixed], cwd=SRC)
+
+
 def test_the_fix_for_a_missing_scheduling_spec_loads() -> None:
     yaml = EXAMPLES / "math" / "gsm8k_grpo.yaml"
     overrides = ["scheduler.type=local", "~rollout.scheduling_spec"]
@@ -442,6 +456,8 @@ VALUES = [
     (("++stats_logger.wandb.mode=cloud",), False),
     (("++stats_logger.swanlab.mode=cloud",), True),
     (("++stats_logger.trackio.mode=offline",), False),
+    (("++actor.attn_impl=flash_attn3",), False),
+    (("++actor.attn_impl=kernels-community/flash-attn3",), True),
 ]
 
 

@@ -16,12 +16,13 @@ holds the two to AReaL's loader.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from areal_conf.errors import ErrorAtKey, container_said
-from areal_conf.hints import Fix, either, fix
+from areal_conf.hints import either, fix
 
 #: A field's type as a message says it.
 _SAID: Final = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "text"}
@@ -29,54 +30,88 @@ _SAID: Final = {"bool": "true or false", "int": "an integer", "float": "a number
 _EXAMPLE: Final = {"bool": True, "int": 1, "float": 1.0, "str": "x"}
 NO_DEFAULT: Final = object()
 
-#: The values a text field takes where the dataclass's ``__post_init__`` checks it against
-#: a set after the merge (``if self.metric not in _VALID_METRICS: raise ValueError``), by
-#: AReaL version, class and field, with where AReaL says so (``areal/`` at cbff54d64).
-CHOICES: Final[Mapping[str, Mapping[tuple[str, str], tuple[tuple[str | None, ...], str]]]] = {
+
+class Choices(NamedTuple):
+    """The texts a field takes: ``values``, or text ``pattern`` matches (said as
+    ``pattern_said``), and where AReaL says so."""
+
+    values: tuple[str | None, ...]
+    source: str
+    pattern: str | None = None
+    pattern_said: str = ""
+
+
+#: The values a text field takes where the dataclass's ``__post_init__`` checks it after
+#: the merge (``if self.metric not in _VALID_METRICS: raise ValueError``), by AReaL
+#: version, class and field, with where AReaL says so (``areal/`` at cbff54d64).
+CHOICES: Final[Mapping[str, Mapping[tuple[str, str], Choices]]] = {
     "2.0": {
-        ("NormConfig", "mean_level"): (("batch", "group", None), "api/cli_args.py:82-86"),
-        ("NormConfig", "std_level"): (("batch", "group", None), "api/cli_args.py:82, 87-90"),
-        ("MicroBatchSpec", "packing_algorithm"): (
+        ("NormConfig", "mean_level"): Choices(("batch", "group", None), "api/cli_args.py:82-86"),
+        ("NormConfig", "std_level"): Choices(("batch", "group", None), "api/cli_args.py:82, 87-90"),
+        ("MicroBatchSpec", "packing_algorithm"): Choices(
             ("ffd", "kk"),
             "api/cli_args.py:142-147, utils/seqpack.py:162-164",
         ),
-        ("ArchonFP8Config", "mode"): (("disabled", "blockwise"), "api/cli_args.py:591-595"),
-        ("ArchonEngineConfig", "reshard_after_forward_policy"): (
+        ("ArchonFP8Config", "mode"): Choices(("disabled", "blockwise"), "api/cli_args.py:591-595"),
+        ("ArchonEngineConfig", "reshard_after_forward_policy"): Choices(
             ("default", "always", "never"),
             "api/cli_args.py:765-770",
         ),
-        ("ArchonEngineConfig", "moe_router_dtype"): (("fp32", None), "api/cli_args.py:771-776"),
-        ("RejectionSamplingConfig", "level"): (
+        ("ArchonEngineConfig", "moe_router_dtype"): Choices(
+            ("fp32", None), "api/cli_args.py:771-776"
+        ),
+        ("RejectionSamplingConfig", "level"): Choices(
             ("token", "sequence"),
             "api/cli_args.py:1606, 1613-1616",
         ),
-        ("RejectionSamplingConfig", "action"): (
+        ("RejectionSamplingConfig", "action"): Choices(
             ("mask", "clamp"),
             "api/cli_args.py:1607, 1617-1620",
         ),
-        ("RejectionSamplingConfig", "metric"): (
+        ("RejectionSamplingConfig", "metric"): Choices(
             ("ratio", "kl_k1", "kl_k2", "kl_k3"),
             "api/cli_args.py:1608, 1621-1624",
         ),
-        ("RejectionSamplingConfig", "agg"): (
+        ("RejectionSamplingConfig", "agg"): Choices(
             ("sum", "mean", "max"),
             "api/cli_args.py:1609, 1625",
         ),
-        ("PPOActorConfig", "gae_timestep_unit"): (("token", "turn"), "api/cli_args.py:1886-1890"),
-        ("SaverConfig", "mode"): (("auto", "sync", "async"), "api/cli_args.py:2754-2756"),
-        ("RecoverConfig", "mode"): (
+        ("PPOActorConfig", "gae_timestep_unit"): Choices(
+            ("token", "turn"), "api/cli_args.py:1886-1890"
+        ),
+        ("SaverConfig", "mode"): Choices(("auto", "sync", "async"), "api/cli_args.py:2754-2756"),
+        ("RecoverConfig", "mode"): Choices(
             ("on", "off", "auto", "disabled"),
             "api/cli_args.py:2796-2802",
         ),
-        ("WandBConfig", "mode"): (
+        ("WandBConfig", "mode"): Choices(
             ("online", "offline", "disabled", "shared"),
             "api/cli_args.py:2830-2834",
         ),
-        ("SwanlabConfig", "mode"): (
+        ("SwanlabConfig", "mode"): Choices(
             ("cloud", "local", "disabled", "offline"),
             "api/cli_args.py:2857-2861",
         ),
-        ("TrackioConfig", "mode"): (("disabled", "online", "local"), "api/cli_args.py:2896-2900"),
+        ("TrackioConfig", "mode"): Choices(
+            ("disabled", "online", "local"), "api/cli_args.py:2896-2900"
+        ),
+        # TrainEngineConfig's, which its subclasses' __post_init__ run (super(): 1986, 3316)
+        **{
+            (owner, "attn_impl"): Choices(
+                ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
+                # engine/fsdp_utils/attn_impl.py:5-16, and transformers 5.3.0 (AReaL's
+                # lock) integrations/hub_kernels.py:292-297 (is_kernel)
+                "api/cli_args.py:1469-1470",
+                r"^[^/:]+/[^/:]+(?:@[^/:]+)?(?::[^/:]+)?$",
+                "a Hugging Face kernels repo id (org/repo[@revision][:entrypoint])",
+            )
+            for owner in (
+                "TrainEngineConfig",
+                "PPOActorConfig",
+                "PPOCriticConfig",
+                "DPOEngineConfig",
+            )
+        },
     }
 }
 
@@ -95,11 +130,10 @@ class PlainField:
     default: object = NO_DEFAULT
     mandatory: bool = False
     #: The texts the dataclass then takes (None: any; see :data:`CHOICES`).
-    choices: tuple[str | None, ...] | None = None
+    choices: Choices | None = None
 
     @classmethod
     def of(cls, owner: str, name: str, entry: Mapping[str, Any], version: str) -> PlainField:
-        choices = CHOICES.get(version, {}).get((owner, name))
         return cls(
             owner,
             name,
@@ -107,7 +141,7 @@ class PlainField:
             entry["optional"],
             entry.get("default", NO_DEFAULT),
             entry.get("mandatory", False),
-            None if choices is None else choices[0],
+            CHOICES.get(version, {}).get((owner, name)),
         )
 
     def takes(self, value: Any) -> bool:
@@ -118,13 +152,18 @@ class PlainField:
             return self.optional
         if not _CONVERTS[self.type](value):
             return False
-        return self.choices is None or str(value) in self.choices
+        if self.choices is None or str(value) in self.choices.values:
+            return True
+        pattern = self.choices.pattern
+        return pattern is not None and re.search(pattern, str(value)) is not None
 
     def said(self) -> str:
-        if self.choices is not None:
-            listed = [repr(choice) for choice in self.choices if choice is not None]
-            return f"one of {', '.join(listed)}" + (" or null" if self.optional else "")
-        return _SAID[self.type] + (" or null" if self.optional else "")
+        null = " or null" if self.optional else ""
+        if self.choices is None:
+            return _SAID[self.type] + null
+        listed = ", ".join(repr(value) for value in self.choices.values if value is not None)
+        pattern = f", or {self.choices.pattern_said}" if self.choices.pattern else ""
+        return f"one of {listed}{pattern}{null}"
 
     def example(self) -> object:
         """A value the field takes: its default, else an example of its type."""
@@ -206,32 +245,33 @@ class WrongValue(ErrorAtKey):
     there (``instead``; an example of its type where it has none)."""
 
     instead: str = ""
-    default: bool = False
+    #: The words before the fix: what ``instead`` is (AReaL's default, an example).
+    lead: str = ""
 
     @classmethod
     def at(cls, key: str, reason: str, field: PlainField) -> WrongValue:
-        instead, default = override_text(field.example()), field.default is not NO_DEFAULT
-        error = cls(reason, hint=_hint(key, instead, default))
-        error.key, error.instead, error.default = key, instead, default
+        instead = override_text(field.example())
+        if field.default is NO_DEFAULT:
+            lead = "write a value of its type, for example: "
+        elif field.choices is not None:  # the default may not be what the user meant
+            lead = "write one of the values it takes, e.g. AReaL's default: "
+        else:
+            lead = "write AReaL's default: "
+        error = cls(reason, hint=fix(f"{key}={instead}", lead=lead))
+        error.key, error.instead, error.lead = key, instead, lead
         return error
 
     def for_override(self, override: str) -> WrongValue:
         written = override.partition("=")[0]  # as the override writes the key: ++a.b
         # The YAML's own value (or AReaL's default) comes back without the override.
         hint = either(
-            _hint(written, self.instead, self.default),
+            fix(f"{written}={self.instead}", lead=self.lead),
             ", or ",
             f"remove the override {override} (the YAML's value, or AReaL's default, applies)",
         )
         error = WrongValue(self.reason, hint=hint)
-        error.key, error.instead, error.default = self.key, self.instead, self.default
+        error.key, error.instead, error.lead = self.key, self.instead, self.lead
         return error
-
-
-def _hint(written: str, instead: str, default: bool) -> Fix:
-    if default:
-        return fix(f"{written}={instead}", lead="write AReaL's default: ")
-    return fix(f"{written}={instead}", lead="write a value of its type, for example: ")
 
 
 def override_text(value: object) -> str:

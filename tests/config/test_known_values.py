@@ -123,11 +123,30 @@ def test_each_set_of_values_belongs_to_a_text_field_whose_default_it_takes() -> 
     the values (a misspelt class or field would check nothing)."""
     for version, rows in CHOICES.items():
         table = areal_keys(version).values
-        for (owner, name), (choices, source) in rows.items():
+        for (owner, name), choices in rows.items():
             field = table[owner][name]
             assert field.type == "str" and field.choices == choices, (owner, name)
-            assert field.default in choices and source.startswith("api/cli_args.py:")
-            assert (None in choices) == field.optional, (owner, name)
+            assert field.default in choices.values, (owner, name)
+            assert choices.source.startswith("api/cli_args.py:"), (owner, name)
+            assert (None in choices.values) == field.optional, (owner, name)
+            assert (choices.pattern is None) == (not choices.pattern_said), (owner, name)
+
+
+@pytest.mark.parametrize(
+    ("value", "taken"),
+    [
+        ("flash_attention_3", True),
+        ("kernels-community/flash-attn3", True),
+        ("wrapper|org/repo@v1:entry", True),
+        ("flash_attn3", False),
+        ("org/repo/extra", False),
+        ("org:repo", False),
+    ],
+)
+def test_attn_impl_is_a_builtin_or_a_kernels_repo_id(value: str, taken: bool) -> None:
+    """AReaL's is_valid_attn_impl: a builtin name, or transformers' is_kernel pattern."""
+    for owner in ("PPOActorConfig", "PPOCriticConfig", "DPOEngineConfig"):
+        assert areal_keys("2.0").values[owner]["attn_impl"].takes(value) is taken
 
 
 @pytest.mark.parametrize(
