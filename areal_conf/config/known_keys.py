@@ -31,7 +31,6 @@ import dataclasses
 import difflib
 import functools
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -47,7 +46,6 @@ from areal_conf.config.nodes import (
     keys_of,
     typed_by_areal_conf,
     written_at,
-    written_node_at,
 )
 from areal_conf.config.required_values import missing_values
 from areal_conf.errors import ErrorAtKey, override_key
@@ -323,12 +321,12 @@ class UnknownKey(ErrorAtKey):
         """The same error, its fix written for the override ``override`` that wrote the
         key: the same override with the key it may mean."""
         if self.right is None or self.key is None:
-            return _unknown(self.reason, f"remove the override {override}", self.key)
+            return unknown_error(self.reason, f"remove the override {override}", self.key)
         written, _, value = override.partition("=")
         key = override_key(written)
         moved = self.right + key[len(self.key) :]
         plus = "" if self.right_present and moved == self.right else "++"
-        return _unknown(
+        return unknown_error(
             self.reason,
             sentence(
                 f"did you mean {self.right}? write ",
@@ -341,7 +339,7 @@ class UnknownKey(ErrorAtKey):
         )
 
 
-def _unknown(
+def unknown_error(
     reason: str,
     hint: str | Hint | Fix | Sentence,
     key: str | None,
@@ -426,7 +424,7 @@ def unknown_key(
     gone = section.table.removed if section.table is not None else None
     if gone is not None and key in gone.keys and path in gone.sections:
         said = " ".join(gone.message[:2]) + " " + " / ".join(gone.message[2:])
-        return _unknown(
+        return unknown_error(
             f"{full}: AReaL removed this key; AReaL's loader refuses the config",
             fix(f"~{full}", lead="remove it: ", remark=f" (AReaL says: {said})"),
             full,
@@ -436,16 +434,18 @@ def unknown_key(
         reason += "; AReaL's loader refuses the config"
     if key in section.own and not own:  # an areal-conf key in an AReaL config
         instead = _OWN_KEY_INSTEAD.get(key)
-        return _unknown(
+        return unknown_error(
             reason + " (it is a key of areal-conf's own configs)",
             fix(f"~{full}", lead="remove it: ", remark=f" ({instead})" if instead else ""),
             full,
         )
     relative = _close(key, section, own)
     if relative is None:
-        return _unknown(
+        return unknown_error(
             reason,
-            either(fix(f"~{full}", lead="remove it: "), ", or ", f"write {_which(section, own)}"),
+            either(
+                fix(f"~{full}", lead="remove it: "), ", or ", f"write {keys_said(section, own)}"
+            ),
             full,
         )
     right = f"{path}.{relative}" if path else relative
@@ -462,7 +462,7 @@ def unknown_key(
         else f"did you mean {right}? rename it where it is written (the YAML, else the "
         f"override that sets {full})"
     )
-    return _unknown(reason, rename, full, right, present)
+    return unknown_error(reason, rename, full, right, present)
 
 
 def _close(key: str, section: Section, own: bool) -> str | None:
@@ -532,69 +532,7 @@ def _flat(value: Mapping[str, Any]) -> Iterator[Any]:
             yield v
 
 
-#: How Hydra refuses to override a key the config does not have.
-_NOT_IN_CONFIG: Final = re.compile(r"Could not override '([^']+)'\.")
-
-
-def refused_override(message: str, overrides: Sequence[str]) -> str | None:
-    """The override of ``overrides`` that Hydra's ``message`` refuses because the config
-    lacks its key, or None (another message)."""
-    found = _NOT_IN_CONFIG.search(message)
-    if found is None:
-        return None
-    return next((o for o in overrides if "=" in o and override_key(o) == found[1]), None)
-
-
-def missing_key(cfg: Any, override: str, shown: str, version: str | None) -> UnknownKey:
-    """The error for ``override``, which sets a key the config ``cfg`` (composed without
-    it; None: unknown) lacks, so that Hydra refuses it; ``shown`` names the config. The
-    fix is the key it may mean, among the config's keys beside it and AReaL
-    ``version``'s; a key AReaL has that the YAML leaves out is added with ``++``."""
-    key = override_key(override)
-    value = override.partition("=")[2] or "<value>"
-    parent, _, leaf = key.rpartition(".")
-    node = written_node_at(cfg, parent)
-    have = keys_of(node) if is_written_section(node) else []
-    section = section_at(cfg, parent, version) if version and parent and cfg is not None else None
-    own = MODEL in keys_of(cfg) or typed_by_areal_conf(node)
-    reason = f"{key}: {shown} has no such key, so Hydra cannot override it"
-    prefix = f"{parent}." if parent else ""
-    known = section.known(own) if section is not None else []
-    if section is not None and leaf in known:
-        hint = (
-            f"{section.describe()} has it and the YAML leaves it out: add it with ++{key}={value}"
-        )
-        return _unknown(reason, hint, key, key)
-    close = difflib.get_close_matches(
-        leaf, list(dict.fromkeys([*have, *known])), n=1, cutoff=CUTOFF
-    )
-    if close:
-        right = prefix + close[0]
-        plus = "" if close[0] in have else "++"
-        return _unknown(
-            reason,
-            sentence(f"did you mean {right}? e.g. ", fix(f"{plus}{right}={value}")),
-            key,
-            right,
-            not plus,
-        )
-    if section is not None:
-        return _unknown(
-            reason,
-            f"no such key in {section.describe()} either: remove the override, or write "
-            + _which(section, own),
-            key,
-        )
-    return _unknown(
-        reason,
-        "check the key's spelling; if AReaL's config class has the key and the YAML only "
-        f"leaves it out, add it with ++{key}={value} (AReaL's loader refuses any key its "
-        "config classes lack)",
-        key,
-    )
-
-
-def _which(section: Section, own: bool) -> str:
+def keys_said(section: Section, own: bool) -> str:
     """``one of its keys: a, b`` for a small section, else ``a key AReaL's X has``."""
     known = section.known(own)
     if len(known) <= _LISTED:

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from areal_conf.config.known_keys import refused_override
 from areal_conf.config.nodes import is_mapping
+from areal_conf.config.override_keys import refused_override
 from areal_conf.config.yaml_errors import is_yaml_error, unparsable_yaml
 from areal_conf.errors import AllocationError, ConfigError, ErrorAtKey
 from areal_conf.plan.placement import place
@@ -164,7 +164,7 @@ def _no_such_key(
     config's keys beside it and AReaL's (Hydra's own advice, ``+key=value``, would reach
     AReaL's loader, which refuses any key its config classes lack)."""
     from areal_conf.areal.versions import choose_rules
-    from areal_conf.config.known_keys import missing_key
+    from areal_conf.config.override_keys import missing_key
 
     rest = [o for o in overrides if o != override]
     try:

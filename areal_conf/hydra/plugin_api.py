@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         swept_keys,
     )
     from areal_conf.areal.versions import choose_rules
-    from areal_conf.config.known_keys import missing_key, refused_override
+    from areal_conf.config.override_keys import missing_key, refused_override
     from areal_conf.config.reading import has_engines
     from areal_conf.errors import ErrorAtKey
     from areal_conf.files import write_atomic
@@ -40,8 +40,8 @@ _EXPORTS = {
     "check_sweep_sizes": "areal_conf.advise.sweeps",
     "engine_layouts": "areal_conf.advise.sweeps",
     "choose_rules": "areal_conf.areal.versions",
-    "missing_key": "areal_conf.config.known_keys",
-    "refused_override": "areal_conf.config.known_keys",
+    "missing_key": "areal_conf.config.override_keys",
+    "refused_override": "areal_conf.config.override_keys",
     "ErrorAtKey": "areal_conf.errors",
     "has_engines": "areal_conf.config.reading",
     "write_atomic": "areal_conf.files",

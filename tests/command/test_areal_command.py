@@ -312,6 +312,31 @@ MISSPELT = [
         "did you mean sglang.enable_metrics? e.g. ++sglang.enable_metrics=true",
         ["++sglang.enable_metrics=true"],
     ),
+    (  # the misspelt part is a section of the key
+        "actor.mb_sepc.max_tokens_per_mb=4096",
+        "actor.mb_sepc.max_tokens_per_mb: " + FIXTURE + " has no such key",
+        "did you mean actor.mb_spec.max_tokens_per_mb? e.g. actor.mb_spec.max_tokens_per_mb=4096",
+        ["actor.mb_spec.max_tokens_per_mb=4096"],
+    ),
+    (
+        "acter.backend=megatron:d4",
+        "acter.backend: " + FIXTURE + " has no such key",
+        "did you mean actor.backend? e.g. actor.backend=megatron:d4",
+        ["actor.backend=megatron:d4"],
+    ),
+    (
+        "actor.optmizer.lr=1e-5",
+        "actor.optmizer.lr: " + FIXTURE + " has no such key",
+        "did you mean actor.optimizer.lr? e.g. actor.optimizer.lr=1e-5",
+        ["actor.optimizer.lr=1e-5"],
+    ),
+    (  # a section AReaL has and the YAML leaves out: ++
+        "actor.megatron.ddp.grad_reduce_in_fp322=true",
+        "actor.megatron.ddp.grad_reduce_in_fp322: " + FIXTURE + " has no such key",
+        "did you mean actor.megatron.ddp.grad_reduce_in_fp32? e.g. "
+        "++actor.megatron.ddp.grad_reduce_in_fp32=true",
+        ["++actor.megatron.ddp.grad_reduce_in_fp32=true"],
+    ),
     (
         "actor.colour=red",
         "actor.colour: " + FIXTURE + " has no such key",
