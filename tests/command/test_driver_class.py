@@ -132,12 +132,12 @@ EVAL = (
 
 SCOPES = [
     (EVAL, frozenset({"rollout", "gconfig"})),
-    (  # a positional argument of a scheduler, and a scheduler imported under its name
+    (  # ``load_expr_config(...)[0]`` binds no plain name: every engine
         "from areal.infra.scheduler.slurm import SlurmScheduler as S\n"
         "cfg = load_expr_config(argv, PPOConfig)[0]\nS(cfg)\ncfg.rollout\n",
-        None,  # ``load_expr_config(...)[0]`` binds no plain name: every engine
+        None,
     ),
-    (
+    (  # a positional argument of a scheduler imported under another name
         "from areal.infra.scheduler.slurm import SlurmScheduler as S\n"
         "cfg, _ = load_expr_config(argv, PPOConfig)\nS(cfg)\nprint(cfg.rollout, cfg.ref)\n",
         frozenset({"rollout", "ref"}),
