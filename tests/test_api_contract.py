@@ -333,6 +333,7 @@ CASES: dict[str, Case] = {
             "virtual_stages": 1,
             "overlap_grad_reduce": True,
             "grad_reduce_dtype": "float32",
+            "zero3": "fsdp",
             "forward_only": False,
         },
         sane_step,

@@ -152,27 +152,21 @@ class Pricer:
         across = 2 * ((nodes - 1) * NETWORK_STEP_S + (nodes - 1) / nodes * nbytes / k / self.inter)
         return inside + across
 
-    def ring_over_nics(self, n: int, per_node: int, nbytes: float) -> float:
-        """All-gather (or reduce-scatter) of ``nbytes`` over ``n`` GPUs that fill their
-        nodes, ``per_node`` a node: NCCL pins each ring channel to a NIC and forms as many
-        rings as the node has NICs (v2.10.3 ``src/graph/search.cc`` L463-467), so the
-        members cross the network together, each channel through its own port, at most
-        NVLink's speed (2 × 8 A100 with 8 HDR NICs: 184 GB/s of all-reduce bus bandwidth
-        against 231 on one node, Microsoft's ``mscclpp`` ``docs/performance-ndmv4.md``)."""
-        if n <= per_node:
-            return self.ring(n, per_node, nbytes, per_node, per_node)
-        link = min(self.intra, self.inter * per_node)
-        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / link
-
     def ring(self, n: int, per_node: int, nbytes: float, busy_per_node: int, g: int) -> float:
-        """All-gather (or reduce-scatter) of ``nbytes`` over a ring of ``n`` GPUs. Across
-        nodes every member exchanges its shares with the other nodes through its own port,
-        shared with the other GPUs of its node that communicate at the same time."""
+        """All-gather (or reduce-scatter) of ``nbytes`` over a ring of ``n`` GPUs,
+        ``per_node`` of them a node. Across nodes NCCL pins each ring channel to a NIC and
+        forms as many rings as the node has NICs (v2.10.3 ``src/graph/search.cc``
+        L463-467), so the members of a node cross the network together, each channel
+        through its own member's port (shared with the other GPUs of the node that
+        communicate at the same time), at most at NVLink's speed: 2 × 8 A100 with 8 HDR
+        NICs reach 184 GB/s of all-reduce bus bandwidth against 231 on one node
+        (Microsoft's ``mscclpp`` ``docs/performance-ndmv4.md``)."""
         if n <= 1:
             return 0.0
         if n <= per_node:
             return (n - 1) * NVLINK_STEP_S + (n - 1) / n * nbytes / self.intra
-        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / self.port(busy_per_node, g)
+        link = min(self.intra, self.port(busy_per_node, g) * per_node)
+        return (n - 1) * NETWORK_STEP_S + (n - 1) / n * nbytes / link
 
 
 def gpus_per_node(value: object) -> int:

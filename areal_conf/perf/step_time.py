@@ -47,10 +47,14 @@ and dropout.
 **Collectives.** A ring all-gather or reduce-scatter of ``n`` GPUs moves ``(n−1)/n`` of
 the buffer per GPU at the bandwidth of its slowest link, plus ``n−1`` steps of latency
 (NCCL's rings; 3 µs a step over NVLink, 8 µs over the network). Within one node the link
-is NVLink. Across nodes each GPU has one network port of ``inter_node_gb_per_s``; when
-every GPU of a node takes part in such collectives at once (data-, tensor-, context- and
-expert-parallel groups all run theirs together) the node's ports are shared one a GPU,
-so a ring across nodes runs at one port's speed. An all-reduce across nodes (Megatron's
+is NVLink. Across nodes each GPU has one network port of ``inter_node_gb_per_s``, and
+NCCL pins each ring channel to a NIC and forms as many rings as the group's GPUs on a
+node have NICs, so a group with ``k`` members on each node crosses the network through
+``k`` ports at once (at most NVLink's speed); when every GPU of a node takes part in such
+collectives at once (data-, tensor-, context- and expert-parallel groups all run theirs
+together) the node's ports are shared one a GPU, so a group with one member a node (the
+data-parallel group of a tensor-parallel group that fills its node) crosses at one
+port's speed. An all-reduce across nodes (Megatron's
 gradients without the distributed optimizer) is hierarchical: reduce-scatter within the
 node over NVLink, all-reduce of ``1/k`` of the buffer over the network (``k`` the
 group's members on a node, whose ports work together), all-gather within the node.
@@ -85,11 +89,14 @@ runs slower by that share. What is hidden and what is exposed:
   step (overlapped with the next forward when ``overlap_param_gather``; AReaL leaves both
   off unless ``megatron.ddp`` turns them on: areal/api/cli_args.py:787-788);
 - data parallel, FSDP (ZeRO-3): every micro-batch gathers the weights for the forward and
-  again for the backward (recomputation runs inside the backward's gather, as in
-  PyTorch's FSDP; ``regather_for_recompute`` for DeepSpeed's ZeRO-3, which gathers them
-  once more for the recomputed forward) and reduce-scatters the gradients; FSDP
-  prefetches the next layer's weights, so each phase (forward, backward) takes the
-  longer of its compute and its traffic, plus the first layer's gather.
+  again for the backward (recomputation runs inside the backward's gather) and
+  reduce-scatters the gradients; FSDP prefetches the next layer's weights, so each phase
+  (forward, backward) takes the longer of its compute and its traffic, plus the first
+  layer's gather. ``zero3="deepspeed-0.3"`` prices DeepSpeed's first ZeRO-3 instead (the
+  one Narayanan et al. 2021 measured): one all-gather a parameter tensor after a
+  device-wide synchronise, so nothing overlaps and each gather pays its ring's latency;
+  the weights gathered again for a recomputed forward; each micro-batch's gradients
+  all-reduced in buckets of 5·10⁸ elements.
 
 Megatron adds each micro-batch's weight gradients into its gradient buffer (in
 ``grad_reduce_dtype``). With ``gradient_accumulation_fusion`` (Megatron-LM's training
@@ -155,6 +162,20 @@ RECOMPUTE_HINT: Final = (
 )
 #: The forward passes' tensor-parallel collectives a recomputation runs again.
 RECOMPUTED_COLLECTIVES: Final = {"none": 0.0, "selective": 0.0, "op": 0.5, "full": 1.0}
+Zero3 = Literal["fsdp", "deepspeed-0.3"]
+ZERO3: Final = ("fsdp", "deepspeed-0.3")
+ZERO3_HINT: Final = (
+    "\"fsdp\" (PyTorch's FSDP: a layer's weights gathered together, prefetched) or "
+    '"deepspeed-0.3" (DeepSpeed\'s first ZeRO-3: each weight gathered alone)'
+)
+#: All-gathers of one layer's weights under DeepSpeed's first ZeRO-3, one a parameter
+#: tensor (``partition_parameters.py`` v0.3.13 L473-493, L596-629): a GPT layer of the
+#: runs it trained has twelve, the weight and the bias of its two LayerNorms, QKV, the
+#: attention's projection and the MLP's two matrices.
+DEEPSPEED_GATHERS_PER_LAYER: Final = 12
+#: Gradient elements DeepSpeed's ZeRO-3 all-reduces at once (``reduce_bucket_size``,
+#: ``stage3.py`` v0.3.13 L563).
+DEEPSPEED_REDUCE_BUCKET: Final = 500_000_000
 
 
 @dataclass(frozen=True)
@@ -234,7 +255,7 @@ def step_time(
     grad_reduce_dtype: str = "float32",
     flash_attention: bool = True,
     overlap_param_gather: bool = False,
-    regather_for_recompute: bool = False,
+    zero3: Zero3 = "fsdp",
     distributed_optimizer: bool = True,
     gradient_accumulation_fusion: bool = False,
     dedup_dispatch: bool = False,
@@ -261,6 +282,8 @@ def step_time(
     ``grad_reduce_dtype`` (AReaL's float32), ``gradient_accumulation_fusion`` (off, as
     AReaL's default mbridge leaves it; on with ``megatron.bridge_type=megatron-bridge``)
     and ``dedup_dispatch`` (off: ``megatron.moe_token_dispatcher_type`` alltoall).
+    ``zero3``: how ``fsdp`` and ``archon`` shard (``"fsdp"``, PyTorch's FSDP, as AReaL
+    runs; ``"deepspeed-0.3"``, DeepSpeed's first ZeRO-3, for older published runs).
     ``forward_only``: the time of a forward pass over the same tokens instead (no
     backward, no optimizer step; ``recompute`` does not apply).
 
@@ -283,12 +306,12 @@ def step_time(
     whole("virtual_stages", virtual_stages, example="1 for plain 1F1B", maximum=MAX_SIZE)
     optional_whole("seq_len", seq_len, example="e.g. 4096")
     choice("recompute", recompute, RECOMPUTE, hint=RECOMPUTE_HINT)
+    choice("zero3", zero3, ZERO3, hint=ZERO3_HINT)
     for name, value in (
         ("overlap_grad_reduce", overlap_grad_reduce),
         ("tp_comm_overlap", tp_comm_overlap),
         ("flash_attention", flash_attention),
         ("overlap_param_gather", overlap_param_gather),
-        ("regather_for_recompute", regather_for_recompute),
         ("distributed_optimizer", distributed_optimizer),
         ("gradient_accumulation_fusion", gradient_accumulation_fusion),
         ("dedup_dispatch", dedup_dispatch),
@@ -323,7 +346,7 @@ def step_time(
         dtype_bytes(grad_reduce_dtype),
         flash_attention,
         overlap_param_gather,
-        regather_for_recompute,
+        zero3 == "deepspeed-0.3",
         distributed_optimizer,
         gradient_accumulation_fusion,
         dedup_dispatch,
@@ -347,7 +370,7 @@ def _step(
     grad_bytes: int,
     flash: bool,
     overlap_param_gather: bool,
-    regather: bool,
+    gather_each_weight: bool,
     distributed_optimizer: bool,
     grad_accumulation_fusion: bool,
     dedup_dispatch: bool,
@@ -437,13 +460,7 @@ def _step(
     # (with sequence parallelism an all-gather before and a reduce-scatter after) ------
     tp_layer = 0.0
     if tp > 1:
-        # A group larger than a node fills its nodes (Megatron places tp fastest): NCCL
-        # runs a ring channel through each of their NICs at once.
-        block = (
-            2 * price.ring_over_nics(tp, tp_per_node, tokens * h * 2)
-            if tp > g
-            else 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
-        )
+        block = 2 * price.ring(tp, tp_per_node, tokens * h * 2, busy_per_node, g)
         # forward, backward, recomputed forward (op-level checkpointing saves the
         # reduce-scatters and recomputes the all-gathers: half of it)
         passes = 1 if forward_only else 2 + RECOMPUTED_COLLECTIVES[recompute]
@@ -523,11 +540,29 @@ def _step(
     edp_per_node = max(1, min(edp, g // (etp * ep))) if etp * ep <= g else 1
     dp_comm = 0.0
     comm_slowdown = NCCL_SMS / price.sms
-    if zero3 and dp_group > 1:
-        # Per micro-batch and layer: gather the weights for the forward (and for the
-        # recomputed forward when the checkpoint sits outside the sharded unit), gather
-        # them for the backward and reduce-scatter the gradients. FSDP prefetches the
-        # next layer, so each phase takes the longer of its compute and its traffic.
+    if zero3 and dp_group > 1 and gather_each_weight:
+        # DeepSpeed's first ZeRO-3 gathers each parameter tensor alone, after a
+        # device-wide synchronise (``partition_parameters.py`` v0.3.13 L611), so nothing
+        # overlaps: for the forward, again for the recomputed forward (plain forward
+        # hooks) and for the backward (a weight reused within ``stage3_max_reuse_distance``,
+        # 10⁹ elements, is kept: in a 175B GPT layer only the MLP's last matrix, left
+        # out here). Each micro-batch's gradients are all-reduced a bucket at a time
+        # (``stage3.py`` L1794-1863, ``contiguous_gradients`` off by default).
+        layer_params = (dense_params + expert_params) / layers_per_stage
+        passes = 1 if forward_only else 2 + (recompute == "full")
+        tensor_bytes = layer_params * 2 / DEEPSPEED_GATHERS_PER_LAYER
+        one_gather = price.ring(dp_group, dp_per_node, tensor_bytes, busy_per_node, g)
+        gathers = layers_per_stage * passes * DEEPSPEED_GATHERS_PER_LAYER * one_gather
+        stage_params = dense_params + expert_params
+        buckets = 0 if forward_only else math.ceil(stage_params / DEEPSPEED_REDUCE_BUCKET)
+        bucket_bytes = stage_params * grad_bytes / max(1, buckets)
+        grads = buckets * price.all_reduce(dp_group, dp_per_node, bucket_bytes)
+        dp_comm = m * (gathers + grads)
+    elif zero3 and dp_group > 1:
+        # Per micro-batch and layer: gather the weights for the forward, gather them for
+        # the backward (a recomputed forward runs inside it) and reduce-scatter the
+        # gradients. FSDP prefetches the next layer, so each phase takes the longer of
+        # its compute and its traffic.
         layer_params = (dense_params + expert_params) / layers_per_stage
         gather = price.ring(dp_group, dp_per_node, layer_params * 2, busy_per_node, g)
         scatter = price.ring(dp_group, dp_per_node, layer_params * grad_bytes, busy_per_node, g)
@@ -535,9 +570,6 @@ def _step(
         bwd = layer_compute - forward + tp_layer * 2 / 3
         if forward_only:
             phases = [(forward + tp_layer, gather)]
-        elif recompute == "full" and regather:
-            bwd -= forward
-            phases = [(fwd, gather), (forward, gather), (bwd, gather + scatter)]
         else:
             phases = [(fwd, gather), (bwd, gather + scatter)]
         exposed = sum(max(0.0, comm - busy) for busy, comm in phases)

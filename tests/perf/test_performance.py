@@ -22,9 +22,9 @@ from areal_conf import AllocationError
 from areal_conf.model.hardware import HARDWARE
 from areal_conf.perf.decode import RequestLengths, decode_throughput
 from areal_conf.perf.memory import estimate
-from areal_conf.perf.pricing import other_nodes_hit
+from areal_conf.perf.pricing import NETWORK_STEP_S, Pricer, other_nodes_hit
 from areal_conf.perf.ranking import rank_layouts, rl_split
-from areal_conf.perf.step_time import StepTime, step_time
+from areal_conf.perf.step_time import DEEPSPEED_GATHERS_PER_LAYER, StepTime, step_time
 
 # How far a prediction may be from each table's measured step time. Korthikanti's
 # absolute times within 20% (the bar); the others as measured today, with room
@@ -71,6 +71,37 @@ def test_zero3_loses_to_ptd_p_at_each_gpu_count_as_measured(gpus: int) -> None:
     assert zero3 > ptd
     if gpus == 1536:
         assert zero3 >= 2 * ptd
+
+
+def test_a_ring_across_nodes_crosses_through_a_port_of_each_member_on_a_node() -> None:
+    # NCCL forms a ring channel a NIC (v2.10.3 src/graph/search.cc L463-467): 16 GPUs of
+    # two full nodes cross at 8 ports; a group with one GPU a node, at one.
+    price = Pricer(HARDWARE["a100"])
+    nbytes = 1e9
+    full = price.ring(16, 8, nbytes, 8, 8)
+    one_a_node = price.ring(2, 1, nbytes, 8, 8)
+    assert full == pytest.approx(15 * NETWORK_STEP_S + 15 / 16 * nbytes / (8 * price.inter))
+    assert one_a_node == pytest.approx(NETWORK_STEP_S + nbytes / 2 / price.inter)
+
+
+def test_fsdp_across_nodes_gathers_through_every_nic_of_its_nodes() -> None:
+    # fsdp:d16 on two nodes of 8 crosses at 8 ports a node; on 16 nodes of one GPU each,
+    # at one: per byte of a gather, eight times the network time.
+    knobs = {**KNOBS, "gpu": "a100", "tokens_per_step": 1 << 18, "tokens_per_microbatch": 4096}
+    two_nodes = step_time("fsdp:d16", QWEN_14B, forward_only=True, **knobs)
+    sixteen_nodes = step_time("fsdp:d16", QWEN_14B, forward_only=True, n_gpus_per_node=1, **knobs)
+    assert 0 < 4 * two_nodes.dp_comm < sixteen_nodes.dp_comm
+
+
+def test_deepspeed_zero3_pays_a_rings_latency_for_each_weight_it_gathers() -> None:
+    # DeepSpeed 0.3 gathers each of a GPT layer's 12 parameter tensors alone after a
+    # synchronise: at 1,536 GPUs the rings' latency alone is most of Table 2's step.
+    row = next(r for r in narayanan_table2() if r.label == "zero3 1536")
+    deepspeed = predict(row)
+    fsdp = step_time(row.spec, row.model, gpu=row.gpu, **{**row.knobs, "zero3": "fsdp"})
+    latency = 96 * 3 * DEEPSPEED_GATHERS_PER_LAYER * 1535 * NETWORK_STEP_S
+    assert deepspeed.dp_comm > latency > fsdp.dp_comm
+    assert deepspeed.total > 2 * fsdp.total
 
 
 def test_the_layouts_of_each_workload_are_ranked_as_measured() -> None:
@@ -300,6 +331,7 @@ BAD = [
         "tokens_per_step ≥ 65,536",
     ),
     ("recompute", {"recompute": "some"}, "recompute must be one of", "selective"),
+    ("zero3", {"zero3": "deepspeed"}, "zero3 must be one of", "deepspeed-0.3"),
     ("float tokens", {"tokens_per_step": 1e6}, "tokens_per_step must be a positive integer", ""),
 ]
 
