@@ -201,7 +201,7 @@ def validate_run(
         error = failed[1]
         if not check_fixes:
             raise pasteable_error(error, reading.run) from None
-        check = _whole_check(reading.config, reading.choice, reading.settings)
+        check = _whole_check(reading, reading.choice, reading.settings)
         raise _checked(pasteable_error(error, reading.run), check) from None
     plan = ctx.plan()
     return Validation(
@@ -282,7 +282,7 @@ def _rechecker(outer: Context) -> Recheck:
         fixing = (*outer.fixing, owner)
         reading = outer.reading
         try:
-            ctx, failed = _check_edited(reading.config, overrides, reading.choice, settings, fixing)
+            ctx, failed = _check_edited(reading, overrides, reading.choice, settings, fixing)
         except AllocationError as err:
             return Outcome(False, reason=err.reason)
         if failed is None:
@@ -299,29 +299,40 @@ def _rechecker(outer: Context) -> Recheck:
 
 
 def _check_edited(
-    cfg: Any,
+    source: Reading | Any,
     overrides: tuple[str, ...],
     choice: RulesChoice,
     settings: Settings,
     fixing: tuple[str, ...] = (),
 ) -> tuple[Context, tuple[Rule, AllocationError] | None]:
-    """The whole check (up to the last rule that can refuse) of ``cfg`` with
+    """The whole check (up to the last rule that can refuse) of a config with
     ``overrides`` applied, under ``choice``'s rules; its context and what failed, if
-    anything. Raises AllocationError when the edited config cannot be read."""
-    edited = with_overrides(cfg, overrides)
-    run = _read_config(edited, choice, settings)
-    ctx = Context(Reading(edited, run, choice, settings), fixing=fixing)
+    anything. ``source`` is the config's reading, or the config itself when it could not
+    be read. Raises AllocationError when the edited config cannot be read.
+
+    A fix that only sets engines' backends is made on the config as read, as
+    :func:`validate_run` makes a sweep's layouts: a memory fix's check then neither
+    copies the config nor reads it again."""
+    reading = source if isinstance(source, Reading) else None
+    run = edited_run(reading.run, overrides) if reading is not None else None
+    if reading is not None and run is not None:
+        edited_reading = replace(reading.with_backends(run, overrides), settings=settings)
+    else:
+        edited = with_overrides(reading.config if reading is not None else source, overrides)
+        edited_reading = Reading(edited, _read_config(edited, choice, settings), choice, settings)
+    ctx = Context(edited_reading, fixing=fixing)
     ctx.recheck = _rechecker(ctx)
     return ctx, _run_checks(ctx, until=LAST_REFUSING)
 
 
-def _whole_check(cfg: Any, choice: RulesChoice, settings: Settings) -> FixCheck:
-    """For :func:`areal_conf.rules.fixes.check_hint`: the error the whole check gives ``cfg``
-    with a fix's overrides (its hint spelled for that config), or None when it passes."""
+def _whole_check(source: Reading | Any, choice: RulesChoice, settings: Settings) -> FixCheck:
+    """For :func:`areal_conf.rules.fixes.check_hint`: the error the whole check gives a
+    config (``source``: its reading, or the config when it could not be read) with a
+    fix's overrides (its hint spelled for that config), or None when it passes."""
 
     def check(overrides: tuple[str, ...]) -> AllocationError | None:
         try:
-            ctx, failed = _check_edited(cfg, overrides, choice, settings)
+            ctx, failed = _check_edited(source, overrides, choice, settings)
         except AllocationError as err:
             return err
         except (ValueError, KeyError, TypeError, AttributeError) as err:
