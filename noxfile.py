@@ -9,9 +9,17 @@ Each session installs the repository the way a user does (``pip install -e '.[te
 together with the pair's requirements, in one pip resolution, then runs the whole test
 suite and the reference application's commands: a single run and a multirun with
 DeprecationWarnings as errors, and a layouts sweep. pip's cache is shared by all sessions.
+
+Two kinds of run are left to one place, so that .ci/run stays inside its time: the tests against
+AReaL's loader (``AREAL_LOADER_DIR``) run on AReaL's own pair only, and a pair whose
+versions are the ones .ci/run's test command has just run the suite on
+(``AREAL_CONF_SUITE_RAN_ON``: today the newest 1.3.x, which that command installs) does the
+fresh install and the application runs without the suite.
 """
 
 from __future__ import annotations
+
+import os
 
 import nox
 
@@ -48,21 +56,39 @@ def show_hydra_log(output: object) -> None:
     print("\n".join(line for line in str(output).splitlines() if "[HYDRA]" in line))
 
 
-def install(session: nox.Session, pair: str) -> None:
+#: Set by .ci/run to the versions its test command ran the suite on (as SHOW_VERSIONS
+#: prints them): a pair that installs the same versions does not run it again.
+SUITE_RAN_ON = "AREAL_CONF_SUITE_RAN_ON"
+#: The pair AReaL itself pins: the tests against AReaL's loader run there.
+AREAL_PAIR = "areal_pins"
+
+
+def install(session: nox.Session, pair: str) -> str:
+    """The repository and the pair installed; the versions, as SHOW_VERSIONS prints them."""
     session.install("-e", ".[test]", *PAIRS[pair])
-    session.run("python", "-c", SHOW_VERSIONS)
+    versions = session.run("python", "-c", SHOW_VERSIONS, silent=True)
+    session.log(str(versions).strip())
+    return str(versions).strip()
 
 
 @nox.session
 @nox.parametrize("pair", list(PAIRS), ids=list(PAIRS))
 def tests(session: nox.Session, pair: str) -> None:
     """The whole test suite and train.py's single run, multirun and layouts sweep."""
-    install(session, pair)
+    versions = install(session, pair)
     # The cluster tests (Slurm, Ray) need a cluster and take minutes: .ci/run runs them
     # once, in its own environment, before the matrix; so it does the tests that run in
     # virtualenvs of their own, whatever this session's pair.
     only_once = "not cluster and not own_environment"
-    session.run("python", "-m", "pytest", "-n", "auto", "-m", only_once, *session.posargs)
+    # AReaL's loader runs AReaL under its own pins: areal-conf is compared with it where it
+    # runs beside AReaL, on AReaL's pair (and in .ci/run's own suite).
+    env = {} if pair == AREAL_PAIR else {"AREAL_LOADER_DIR": ""}
+    if session.posargs or os.environ.get(SUITE_RAN_ON) != versions:
+        session.run(
+            "python", "-m", "pytest", "-n", "auto", "-m", only_once, *session.posargs, env=env
+        )
+    else:
+        session.log(f"the suite already ran on {versions} in this run: not again")
     if session.posargs:  # a selection of tests: skip the application runs
         return
     out = session.create_tmp()
