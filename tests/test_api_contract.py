@@ -335,6 +335,7 @@ CASES: dict[str, Case] = {
             "grad_reduce_dtype": "float32",
             "zero3": "fsdp",
             "forward_only": False,
+            "fp8": "delayed",
         },
         sane_step,
         ("allocation_or_spec", "model"),

@@ -57,7 +57,11 @@ def _none(why: str) -> BackendKey:
     return BackendKey("no_effect", why)
 
 
-_FP8_DETAIL = "a detail of FP8 training, which is named itself"
+#: The FP8 scaling recipes Megatron's Transformer Engine runs, as AReaL's
+#: ``FP8EngineConfig.recipe`` names them (``areal/api/cli_args.py:815-820``).
+FP8_RECIPES: Final = ("delayed", "tensorwise", "blockwise", "mxfp8")
+
+_FP8_DETAIL = "a detail of FP8 training that does not change its speed"
 _SAVE = "checkpoint saving, not the training step"
 _RECOMPUTE = "which layers or modules Megatron recomputes"
 
@@ -152,14 +156,21 @@ BACKEND_KEYS: Final[dict[str, BackendKey]] = {
     "megatron.lm_head_loss_chunk_size": _named("the output layer's loss in chunks", 0),
     "megatron.enable_fp32_lm_head": _named("the output layer's GEMM in fp32", False),
     "megatron.cross_entropy_loss_fusion": _named("a fused cross-entropy kernel", False),
-    "megatron.fp8_config": _named("FP8 training"),
+    "megatron.fp8_config": _priced("the linear layers' GEMMs in FP8"),
+    "megatron.fp8_config.recipe": _priced(
+        "how FP8 values are scaled: current scaling (tensorwise) reads each tensor once more",
+        *FP8_RECIPES,
+    ),
+    "megatron.fp8_config.param": _named("weights kept in FP8", False),
+    "megatron.fp8_config.wgrad": _named("the weight-gradient GEMMs in bf16", True),
+    "megatron.fp8_config.dot_product_attention": _named("attention in FP8", False),
+    "megatron.fp8_config.multi_head_attention": _named("attention in FP8", False),
+    "megatron.fp8_config.first_last_layers_bf16": _named("some layers kept in bf16", False),
     **{
         f"megatron.fp8_config.{key}": _none(_FP8_DETAIL)
         for key in (
-            *("mode", "recipe", "param", "margin", "amax_history_len", "amax_compute_algo"),
-            *("wgrad", "dot_product_attention", "multi_head_attention", "tp_only_amax_red"),
-            *("first_last_layers_bf16", "num_layers_at_start_in_bf16"),
-            *("num_layers_at_end_in_bf16", "direct_convert"),
+            *("mode", "margin", "amax_history_len", "amax_compute_algo", "tp_only_amax_red"),
+            *("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16", "direct_convert"),
         )
     },
     "megatron.bridge_type": _priced("megatron-bridge fuses gradient accumulation"),
@@ -220,6 +231,8 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
     )
     schedule = text(archon, "pp_schedule", "Interleaved1F1B")
     bridge = text(megatron, "bridge_type", "mbridge")
+    fp8 = sub(megatron, "fp8_config", at("megatron.fp8_config"))
+    recipe = text(fp8, "recipe", "delayed") if fp8 is not None else None
     return {
         "grad_reduce_dtype": _grad_reduce_dtype(
             node, at, backend, ddp_flag("grad_reduce_in_fp32", True), dtype
@@ -238,6 +251,11 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
         "dedup_dispatch": written_backend_name(backend) in ("", "megatron")
         and bridge != "megatron-bridge"
         and text(megatron, "moe_token_dispatcher_type", "alltoall") == "flex",
+        # AReaL reads fp8_config on a Megatron engine only (megatron_engine.py:350-351);
+        # a recipe Transformer Engine does not run is named, and priced as bf16.
+        "fp8_recipe": recipe
+        if written_backend_name(backend) in ("", "megatron") and recipe in FP8_RECIPES
+        else None,
         "unpriced": tuple(_unpriced(node, section, backend)),
     }
 

@@ -88,6 +88,8 @@ class EngineSection:
     bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
     #: megatron.moe_token_dispatcher_type flex (DeepEP): a token crosses to a node once
     dedup_dispatch: bool = False
+    #: megatron.fp8_config.recipe when fp8_config is set (None: bf16)
+    fp8_recipe: str | None = None
     path: object = None
     # the actor's keys of the RL rules
     kl_ctl: int | float | None = None  # None: absent

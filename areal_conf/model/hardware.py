@@ -23,6 +23,11 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
 - B200 (HGX B200): 2,250 TFLOPS dense BF16 (4.5 PFLOPS with sparsity), 180 GB HBM3e per
   GPU at 8 TB/s (1.44 TB and 64 TB/s for eight), NVLink 5 1.8 TB/s (900 GB/s one way);
   one 400 Gb/s port per GPU (50 GB/s).
+- Dense FP8 tensor throughput (the data sheets, without sparsity): H100, H800 and H200
+  1,979 TFLOPS, H20 296, B200 4,500 (its MXFP8 the same); A100 has no FP8 tensor cores.
+  A large FP8 GEMM sustains the same share of it as a bf16 one here (a cuBLASLt
+  M = N = K = 8192 FP8 GEMM reaches 1,600-1,630 TFLOPS on H100, 81-82%, so this errs
+  slow rather than fast).
 - Host link (PCIe x16, one direction): A100 Gen4, 32 GB/s (its data sheet's 64 GB/s is
   both directions); H100, H800, H200 and B200 Gen5, 64 GB/s (128 both ways).
 - Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
@@ -66,6 +71,8 @@ class Hardware:
     gemm_efficiency: float = 0.75
     #: Bandwidth to host memory (PCIe), one direction, GB/s.
     host_gb_per_s: float = 64.0
+    #: Dense FP8 tensor throughput, TFLOPS (0: no FP8 tensor cores).
+    fp8_peak_tflops: float = 0.0
 
     def __post_init__(self) -> None:
         """Every number a finite positive one (the step-time model divides by them),
@@ -78,6 +85,9 @@ class Hardware:
             where = f"Hardware.{f.name}"
             if f.name == "sm_count":
                 whole(where, value, example="e.g. 132 (H100 SXM)", maximum=2**20)
+            elif f.name == "fp8_peak_tflops":
+                if value != 0:
+                    positive(where, value, example="e.g. 1979.0 (an H100's), or 0 for none")
             elif f.name == "gemm_efficiency":
                 if positive(where, value, example="e.g. 0.75") > 1:
                     raise ConfigError(
@@ -92,6 +102,11 @@ class Hardware:
         """Dense BF16 TFLOPS a large GEMM sustains: the data sheet's (boost-clock) peak
         times ``gemm_efficiency``."""
         return self.peak_tflops * self.gemm_efficiency
+
+    @property
+    def fp8_sustained_tflops(self) -> float:
+        """Dense FP8 TFLOPS a large GEMM sustains (0 without FP8 tensor cores)."""
+        return self.fp8_peak_tflops * self.gemm_efficiency
 
 
 # Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
@@ -144,11 +159,11 @@ class UnknownGpu(AllocationError, KeyError):
 HARDWARE: dict[str, Hardware] = _Table(
     {
         "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85, 32.0),
-        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75),
-        "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75),
-        "h20": Hardware("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 78, 0.75),
-        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75),
-        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75),
+        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75, 64.0, 1979.0),
+        "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75, 64.0, 1979.0),
+        "h20": Hardware("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 78, 0.75, 64.0, 296.0),
+        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75, 64.0, 1979.0),
+        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75, 64.0, 4500.0),
     }
 )
 

@@ -22,6 +22,13 @@ KERNEL_LAUNCH_S: Final = 4e-6  # one CUDA kernel launched back to back
 ATTENTION_EFFICIENCY: Final = 0.75  # flash attention's share of the GEMM rate
 HBM_EFFICIENCY: Final = 0.85  # streaming kernels reach about this share of HBM bandwidth
 LINK_EFFICIENCY: Final = 0.9  # NCCL bus bandwidth over the link's data-sheet speed
+# Bytes Transformer Engine moves to quantize one value of an FP8 GEMM's input: it reads
+# the bf16 value (2) and writes it in FP8 twice, row-wise and column-wise (Hopper's FP8
+# GEMMs take one layout only, so the transposed copy feeds the other pass of the
+# backward; MXFP8 and blockwise scale each copy along its own axis): 4. Current scaling
+# ("tensorwise") first reads the tensor once more for its amax: 2 more.
+FP8_QUANTIZE_BYTES: Final = 4
+FP8_AMAX_BYTES: Final = 2
 NVLINK_STEP_S: Final = 3e-6  # one ring step within a node
 NETWORK_STEP_S: Final = 8e-6  # one ring step across nodes
 NCCL_SMS: Final = 32  # NCCL's channels (one SM each) beside overlapped compute
@@ -112,23 +119,26 @@ def layer_matmul_weights(s: Sizes) -> float:
 class Pricer:
     """Seconds of kernels and collectives on one GPU type."""
 
-    __slots__ = ("attention_flops", "flops", "hbm", "inter", "intra", "sms")
+    __slots__ = ("attention_flops", "flops", "fp8_flops", "hbm", "inter", "intra", "sms")
 
     def __init__(self, gpu: Hardware) -> None:
         self.flops = gpu.sustained_tflops * 1e12
+        self.fp8_flops = gpu.fp8_sustained_tflops * 1e12
         self.attention_flops = self.flops * ATTENTION_EFFICIENCY
         self.hbm = gpu.hbm_tb_per_s * 1e12 * HBM_EFFICIENCY
         self.sms = gpu.sm_count
         self.intra = gpu.intra_node_gb_per_s * 1e9 * LINK_EFFICIENCY
         self.inter = gpu.inter_node_gb_per_s * 1e9 * LINK_EFFICIENCY
 
-    def gemm(self, m: float, k: float, n: float) -> float:
-        """One bf16 GEMM ``(m×k)·(k×n)``: a roofline with tile fill, plus a launch."""
+    def gemm(self, m: float, k: float, n: float, fp8: bool = False) -> float:
+        """One GEMM ``(m×k)·(k×n)`` into a bf16 output: a roofline with tile fill, plus a
+        launch. Its operands are bf16, or with ``fp8`` FP8 at the FP8 rate (their
+        quantization is priced by the caller)."""
         tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
         waves = math.ceil(tiles / self.sms)
         fill = tiles / (waves * self.sms) * k / (k + TILE_K_OVERHEAD)
-        compute = 2.0 * m * k * n / (self.flops * fill)
-        memory = 2.0 * (m * k + k * n + m * n) / self.hbm
+        compute = 2.0 * m * k * n / ((self.fp8_flops if fp8 else self.flops) * fill)
+        memory = ((1.0 if fp8 else 2.0) * (m * k + k * n) + 2.0 * m * n) / self.hbm
         return (compute if compute > memory else memory) + KERNEL_LAUNCH_S
 
     def port(self, senders_per_node: int, gpus_per_node: int) -> float:

@@ -44,6 +44,9 @@ class TrainingStep:
     recompute_by_backend: Mapping[str, str] = field(default_factory=dict)
     #: Keys of the engine that change its speed and are not priced (said with the step).
     unpriced: tuple[str, ...] = ()
+    #: The FP8 recipe a Megatron layout trains with (None: bf16); AReaL's other backends
+    #: do not read ``megatron.fp8_config``.
+    megatron_fp8: str | None = None
 
     def recompute(self, backend: str) -> Recompute:
         # step_time checks the value
@@ -69,6 +72,9 @@ class TrainingStep:
         alloc = ModelAllocation.from_str(allocation) if isinstance(allocation, str) else allocation
         tokens = self.tokens_per_batch if forward_only else self.tokens_per_optimizer_step
         share = tokens // alloc.parallel.dp_size
+        knobs = self.knobs
+        if self.megatron_fp8 and alloc.backend == "megatron":
+            knobs = {**knobs, "fp8": self.megatron_fp8}
         one = step_time(
             alloc,
             shape,
@@ -78,7 +84,7 @@ class TrainingStep:
             tokens_per_microbatch=min(self.tokens_per_microbatch, max(1, share)),
             recompute=self.recompute(alloc.backend),
             forward_only=forward_only,
-            **self.knobs,
+            **knobs,
         )
         return replace(one, optimizer_steps=1 if forward_only else self.optimizer_steps)
 
@@ -149,6 +155,7 @@ def training_step(
         knobs=knobs,
         recompute_by_backend={backend: engine.recompute(backend) for backend in TRAINING_BACKENDS},
         unpriced=engine.unpriced,
+        megatron_fp8=engine.fp8_recipe,
     )
 
 

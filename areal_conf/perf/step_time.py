@@ -69,6 +69,15 @@ which forwards it over NVLink; with ``etp > 1`` the tokens of an expert shard ar
 all-gathered over its etp group and the results reduce-scattered. Large messages reach
 90% of a link's speed (NCCL's bus bandwidth on NVLink and InfiniBand).
 
+**FP8** (``fp8``, AReaL's ``megatron.fp8_config``): Transformer Engine runs the linear
+layers' GEMMs (QKV, projection, MLP, experts) on FP8 operands at the GPU's FP8 rate,
+twice its bf16 one; attention, the router and the output layer stay bf16. Each GEMM's
+input (forward) and each output's gradient (backward, shared by the data- and
+weight-gradient GEMMs) is quantized first: read in bf16, written in FP8 row-wise and
+column-wise, 4 bytes a value at the HBM bandwidth, 6 with current scaling
+(``tensorwise``), which reads the tensor once more for its amax. The weights are
+quantized on a step's first micro-batch and kept for the others. Collectives stay bf16.
+
 **Overlap.** Communication running beside computation hides behind it, but NCCL's
 kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
 runs slower by that share. What is hidden and what is exposed:
@@ -118,7 +127,7 @@ optimizer step.
 
 **Not modelled**: load imbalance between experts or between packed sequences, stragglers
 and network congestion from other jobs, CPU overheads (data loading, Python), kernel
-fusion beyond the above, FP8, LoRA (priced as training every weight), the rollout
+fusion beyond the above, FP8 weights and FP8 collectives, LoRA (priced as training every weight), the rollout
 engine's weight updates, and Archon beyond treating it as Megatron-like (its tensor and
 pipeline parallelism as Megatron's, its data parallelism as FSDP's).
 """
@@ -131,12 +140,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
+from areal_conf.config.backend_knobs import FP8_RECIPES
 from areal_conf.errors import AllocationError, ConfigError
 from areal_conf.model.hardware import Hardware, hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.memory import dtype_bytes
 from areal_conf.perf.pricing import (
     ELEMENTWISE_PER_HIDDEN,
+    FP8_AMAX_BYTES,
+    FP8_QUANTIZE_BYTES,
     KERNEL_LAUNCH_S,
     NCCL_SMS,
     NETWORK_STEP_S,
@@ -162,6 +174,11 @@ RECOMPUTE_HINT: Final = (
 )
 #: The forward passes' tensor-parallel collectives a recomputation runs again.
 RECOMPUTED_COLLECTIVES: Final = {"none": 0.0, "selective": 0.0, "op": 0.5, "full": 1.0}
+Fp8 = Literal["delayed", "tensorwise", "blockwise", "mxfp8"]  # FP8_RECIPES
+FP8_HINT: Final = (
+    '"delayed", "tensorwise" (current scaling), "blockwise" or "mxfp8" (the recipes '
+    "Megatron's Transformer Engine runs), or None for bf16"
+)
 Zero3 = Literal["fsdp", "deepspeed-0.3"]
 ZERO3: Final = ("fsdp", "deepspeed-0.3")
 ZERO3_HINT: Final = (
@@ -188,7 +205,8 @@ class StepTime:
     of pipeline sends; ``pp_bubble`` the pipeline's idle slots; ``dp_comm`` the exposed
     part of the data-parallel gradient and weight traffic; ``optimizer`` the Adam update.
     ``mfu`` is the model FLOPs of the step (no recomputation counted) over the step time
-    and the peak of every GPU; ``microbatches`` is ``m`` per data-parallel rank.
+    and the bf16 peak of every GPU (so FP8 training can exceed the bf16 rate);
+    ``microbatches`` is ``m`` per data-parallel rank.
     """
 
     total: float
@@ -260,6 +278,7 @@ def step_time(
     gradient_accumulation_fusion: bool = False,
     dedup_dispatch: bool = False,
     forward_only: bool = False,
+    fp8: Fp8 | None = None,
 ) -> StepTime:
     """Predicted time of one training step of a layout (see the module docstring).
 
@@ -285,11 +304,13 @@ def step_time(
     ``zero3``: how ``fsdp`` and ``archon`` shard (``"fsdp"``, PyTorch's FSDP, as AReaL
     runs; ``"deepspeed-0.3"``, DeepSpeed's first ZeRO-3, for older published runs).
     ``forward_only``: the time of a forward pass over the same tokens instead (no
-    backward, no optimizer step; ``recompute`` does not apply).
+    backward, no optimizer step; ``recompute`` does not apply). ``fp8``: the
+    linear layers' GEMMs in FP8 with that scaling recipe (AReaL's
+    ``megatron.fp8_config.recipe``), None for bf16.
 
     Raises AllocationError for an inference backend, an unknown GPU, tokens that are
-    not positive integers, or a ``tokens_per_step`` smaller than one micro-batch for
-    every data-parallel rank.
+    not positive integers, a ``tokens_per_step`` smaller than one micro-batch for
+    every data-parallel rank, or ``fp8`` on a GPU without FP8 tensor cores.
     """
     alloc = as_allocation(allocation_or_spec)
     gpu_ = hardware(gpu)
@@ -307,6 +328,13 @@ def step_time(
     optional_whole("seq_len", seq_len, example="e.g. 4096")
     choice("recompute", recompute, RECOMPUTE, hint=RECOMPUTE_HINT)
     choice("zero3", zero3, ZERO3, hint=ZERO3_HINT)
+    if fp8 is not None:
+        choice("fp8", fp8, FP8_RECIPES, hint=FP8_HINT)
+        if not gpu_.fp8_peak_tflops:
+            raise ConfigError(
+                f"fp8={fp8!r}: the {gpu_.name} has no FP8 tensor cores",
+                hint="train in bf16 (fp8=None), or give a GPU with FP8 (h100, h200, b200)",
+            )
     for name, value in (
         ("overlap_grad_reduce", overlap_grad_reduce),
         ("tp_comm_overlap", tp_comm_overlap),
@@ -351,6 +379,7 @@ def step_time(
         gradient_accumulation_fusion,
         dedup_dispatch,
         forward_only,
+        fp8,
     )
 
 
@@ -375,6 +404,7 @@ def _step(
     grad_accumulation_fusion: bool,
     dedup_dispatch: bool,
     forward_only: bool = False,
+    fp8: str | None = None,
 ) -> StepTime:
     price = Pricer(gpu)
     if forward_only:
@@ -398,7 +428,14 @@ def _step(
     q_out = s.heads * hd
     kv_out = s.kv_heads * hd
     gemm = price.gemm
-    attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp) + gemm(tokens, q_out / tp, h)
+    low = fp8 is not None  # the linear layers' GEMMs in FP8 (router and output: bf16)
+    per_value = FP8_QUANTIZE_BYTES + (FP8_AMAX_BYTES if fp8 == "tensorwise" else 0)
+    attn_proj = gemm(tokens, h, (q_out + 2 * kv_out) / tp, low) + gemm(tokens, q_out / tp, h, low)
+    # Values a GPU quantizes to FP8 for its linear layers, one layer and micro-batch:
+    # each GEMM's input in the forward and its output's gradient in the backward
+    # (shared by the data- and weight-gradient GEMMs).
+    quantized_in = tokens * (h + q_out / tp)
+    quantized_grad = tokens * ((q_out + 2 * kv_out) / tp + h)
     if s.experts:
         # Tokens reaching one expert: the distinct tokens of the ep group's GPUs (a
         # tensor-parallel rank's 1/tp of the micro-batch) times topk, over the experts;
@@ -407,16 +444,24 @@ def _step(
         routed = tokens / tp * s.topk * ep / s.experts * etp
         experts_here = s.experts / ep
         mlp = experts_here * (
-            gemm(routed, h, 2 * s.moe_ffn / etp) + gemm(routed, s.moe_ffn / etp, h)
+            gemm(routed, h, 2 * s.moe_ffn / etp, low) + gemm(routed, s.moe_ffn / etp, h, low)
         )
+        quantized_in += routed * experts_here * (h + s.moe_ffn / etp)
+        quantized_grad += routed * experts_here * (2 * s.moe_ffn / etp + h)
         if s.shared_ffn:
-            mlp += gemm(tokens, h, 2 * s.shared_ffn / tp) + gemm(tokens, s.shared_ffn / tp, h)
+            mlp += gemm(tokens, h, 2 * s.shared_ffn / tp, low) + gemm(
+                tokens, s.shared_ffn / tp, h, low
+            )
+            quantized_in += tokens * (h + s.shared_ffn / tp)
+            quantized_grad += tokens * (2 * s.shared_ffn / tp + h)
         mlp += gemm(tokens, h, s.experts)  # router
         # the routed activations of those tokens: topk × moe_ffn values a token of the
         # GPU's 1/tp share, whatever etp splits
         ffn_values = s.topk * s.moe_ffn / tp + s.shared_ffn / tp
     else:
-        mlp = gemm(tokens, h, 2 * s.ffn / tp) + gemm(tokens, s.ffn / tp, h)
+        mlp = gemm(tokens, h, 2 * s.ffn / tp, low) + gemm(tokens, s.ffn / tp, h, low)
+        quantized_in += tokens * (h + s.ffn / tp)
+        quantized_grad += tokens * (2 * s.ffn / tp + h)
         ffn_values = s.ffn / tp
     # Flash attention: causal, so half the scores of the sequence a token belongs to; a
     # cp rank holds 1/cp of each sequence's queries against all of its keys.
@@ -446,6 +491,10 @@ def _step(
     elementwise_s = elementwise / price.hbm + kernels * KERNEL_LAUNCH_S
     forward = attn_proj + mlp + attention + elementwise_s
     backward = 0.0 if forward_only else 2 * (attn_proj + mlp) + 2.5 * attention + 2 * elementwise_s
+    if low:  # one quantize kernel a GEMM input, and a gradient
+        forward += quantized_in * per_value / price.hbm + 4 * KERNEL_LAUNCH_S
+        if not forward_only:
+            backward += quantized_grad * per_value / price.hbm + 4 * KERNEL_LAUNCH_S
     if recompute == "full":
         backward += forward
     elif recompute == "selective":
@@ -609,6 +658,9 @@ def _step(
         else shard * OPTIMIZER_BYTES_PER_PARAM / price.hbm + 50 * KERNEL_LAUNCH_S
     )
     compute = m * stage_compute
+    if low:  # the weights quantized on a step's first micro-batch, kept for the others
+        linear_params = dense_params - 2 * s.vocab * s.h / (tp * pp) + expert_params
+        compute += linear_params * per_value / price.hbm
     total = compute + m * (stage_tp + stage_cp + stage_ep + pp_slot) + bubble + dp_comm + optimizer
     # A forward pass is a third of the 6 FLOPs a weight of forward plus backward.
     model_flops = (

@@ -141,7 +141,10 @@ def test_the_dtype_gradients_are_reduced_in(backend: str, section: dict, expecte
         ({"megatron": {"async_save": True}}, []),  # saving, not the step
         ({"megatron": {"ddp": {"overlap_grad_reduce": True}}}, []),  # priced
         ({"megatron": {"ddp": {"bucket_size": 40000000}}}, ["actor.megatron.ddp.bucket_size"]),
-        ({"megatron": {"fp8_config": {"recipe": "blockwise"}}}, ["actor.megatron.fp8_config"]),
+        ({"megatron": {"fp8_config": {"recipe": "blockwise"}}}, []),  # priced
+        ({"megatron": {"fp8_config": {"param": True}}}, ["actor.megatron.fp8_config.param"]),
+        ({"megatron": {"fp8_config": {"recipe": "x"}}}, ["actor.megatron.fp8_config.recipe"]),
+        ({"megatron": {"fp8_config": {"margin": 1}}}, []),  # a detail
         ({"fsdp": {"per_layer_optim_step": True}}, []),  # FSDP's key, a Megatron engine
     ],
 )

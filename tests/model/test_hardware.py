@@ -17,7 +17,8 @@ def test_the_table_has_the_common_training_gpus() -> None:
     assert {"a100", "h100", "h200", "b200"} <= set(HARDWARE)
     for gpu in HARDWARE.values():
         numbers = [getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name != "name"]
-        assert all(isinstance(n, (int, float)) and n > 0 for n in numbers), gpu
+        assert all(isinstance(n, (int, float)) and n >= 0 for n in numbers), gpu
+        assert all(getattr(gpu, f) > 0 for f in ("peak_tflops", "hbm_gb", "sm_count")), gpu
         assert isinstance(gpu.sm_count, int) and 0 < gpu.gemm_efficiency < 1
     # the ordering every data sheet agrees on
     assert HARDWARE["h200"].hbm_gb > HARDWARE["h100"].hbm_gb == HARDWARE["a100"].hbm_gb
@@ -45,6 +46,15 @@ def test_the_h800_is_an_h100_with_less_than_half_its_nvlink() -> None:
     on = {gpu: step_time("megatron:t8", model, gpu=gpu, **knobs) for gpu in ("h100", "h800")}
     assert on["h800"].tp_comm > 2 * on["h100"].tp_comm
     assert on["h800"].compute == on["h100"].compute
+
+
+def test_fp8_is_twice_bf16_on_the_gpus_that_have_it() -> None:
+    """The data sheets' dense FP8 rate is twice the bf16 one on Hopper and Blackwell;
+    A100 has no FP8 tensor cores (0), so step_time refuses FP8 on it."""
+    for name, gpu in HARDWARE.items():
+        expected = 0.0 if name == "a100" else 2 * gpu.peak_tflops
+        assert gpu.fp8_peak_tflops == pytest.approx(expected, rel=0.001), name
+        assert gpu.fp8_sustained_tflops == gpu.fp8_peak_tflops * gpu.gemm_efficiency
 
 
 def test_an_entry_is_frozen_and_changed_with_replace() -> None:
@@ -116,4 +126,5 @@ def test_hardware_is_a_dataclass_of_numbers() -> None:
         "sm_count",
         "gemm_efficiency",
         "host_gb_per_s",
+        "fp8_peak_tflops",
     ]

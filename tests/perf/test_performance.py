@@ -22,7 +22,13 @@ from areal_conf import AllocationError
 from areal_conf.model.hardware import HARDWARE
 from areal_conf.perf.decode import RequestLengths, decode_throughput
 from areal_conf.perf.memory import estimate
-from areal_conf.perf.pricing import NETWORK_STEP_S, Pricer, other_nodes_hit
+from areal_conf.perf.pricing import (
+    FP8_AMAX_BYTES,
+    NETWORK_STEP_S,
+    Pricer,
+    other_nodes_hit,
+    sizes_of,
+)
 from areal_conf.perf.ranking import rank_layouts, rl_split
 from areal_conf.perf.step_time import DEEPSPEED_GATHERS_PER_LAYER, StepTime, step_time
 
@@ -307,6 +313,40 @@ def test_a_gpu_is_taken_by_name_or_as_hardware() -> None:
     assert b200.total < by_name.total < a100.total
 
 
+LLAMA3_8B: dict[str, Any] = {"hf_config": "meta-llama/Llama-3.1-8B"}
+
+
+def test_fp8_runs_the_linear_layers_at_up_to_twice_the_rate() -> None:
+    """FP8 GEMMs run at the data sheet's FP8 rate (twice bf16) on FP8 operands; each GEMM
+    input and each output gradient is quantized (read bf16, write FP8 twice: 4 bytes a
+    value), current scaling reads it once more for its amax; attention, the router and
+    the output layer stay bf16. So FP8 gains less than 2× on the step."""
+    spec, model = "megatron:d8", LLAMA3_8B
+    bf16 = step_time(spec, model, **KNOBS)
+    delayed = step_time(spec, model, fp8="delayed", **KNOBS)
+    tensorwise = step_time(spec, model, fp8="tensorwise", **KNOBS)
+    assert bf16.compute / 2 < delayed.compute < tensorwise.compute < bf16.compute
+    for recipe in ("blockwise", "mxfp8"):  # priced as delayed: one pass a tensor
+        assert step_time(spec, model, fp8=recipe, **KNOBS) == delayed
+    assert delayed.model_flops == bf16.model_flops  # MFU stays against the bf16 peak
+    price = Pricer(HARDWARE["h100"])
+    big = 8192.0
+    assert price.gemm(big, big, big, fp8=True) == pytest.approx(
+        price.gemm(big, big, big) / 2, rel=0.01
+    )
+    # the amax pass: 2 bytes a value quantized, on one GPU, each micro-batch's activations
+    s, tokens, m = sizes_of(model), 8192, (1 << 20) // (8 * 8192)
+    per_layer_in = tokens * (2 * s.h + s.heads * s.head_dim + s.ffn)
+    per_layer_grad = tokens * (
+        s.heads * s.head_dim + 2 * s.kv_heads * s.head_dim + 2 * s.h + 2 * s.ffn
+    )
+    # and the weights, quantized once a step
+    weights = s.layers * (s.h * s.head_dim * (2 * s.heads + 2 * s.kv_heads) + 3 * s.h * s.ffn)
+    values = m * s.layers * (per_layer_in + per_layer_grad) + weights
+    amax = values * FP8_AMAX_BYTES / price.hbm
+    assert tensorwise.compute - delayed.compute == pytest.approx(amax, rel=1e-6)
+
+
 # -- bad input: one AllocationError with the fix ------------------------------------------
 
 
@@ -332,6 +372,8 @@ BAD = [
     ),
     ("recompute", {"recompute": "some"}, "recompute must be one of", "selective"),
     ("zero3", {"zero3": "deepspeed"}, "zero3 must be one of", "deepspeed-0.3"),
+    ("fp8 recipe", {"fp8": "e4m3"}, "fp8 must be one of", "tensorwise"),
+    ("fp8 on an A100", {"fp8": "delayed", "gpu": "a100"}, "has no FP8 tensor cores", "bf16"),
     ("float tokens", {"tokens_per_step": 1e6}, "tokens_per_step must be a positive integer", ""),
 ]
 

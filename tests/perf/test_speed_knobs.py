@@ -4,7 +4,9 @@ step time (``areal_conf.perf.speed.training_step``), or the plan says it is not 
 AReaL 2.0 (cbff54d64), ``areal/api/cli_args.py``: ``megatron.ddp.overlap_grad_reduce``
 and ``overlap_param_gather`` default off (787-788) and LoRA turns them off
 (``areal/models/mcore/registry.py:503-506``); ``megatron.virtual_pipeline_parallel_size``
-(915-923) interleaves the pipeline; ``megatron.fp8_config`` (1061), the Archon FP8 mode
+(915-923) interleaves the pipeline; ``megatron.fp8_config`` (1061, ``FP8EngineConfig``
+798-897) runs the linear layers in FP8 on a Megatron engine
+(``areal/engine/megatron_engine.py:350-351, 1673-1704``). The Archon FP8 mode
 (536-545), ``fsdp.offload_params`` (489), Megatron's partial recomputation
 (``recompute_num_layers``, ``recompute_modules``: 967-969) and the other keys
 ``areal_conf.config.backend_knobs.BACKEND_KEYS`` names change speed too and are not
@@ -86,7 +88,11 @@ def test_virtual_stages_shrink_the_pipeline_bubble(reading: Any) -> None:
 @pytest.mark.parametrize(
     "backend, edit, key",
     [
-        ("megatron:d8p2", "++actor.megatron.fp8_config.mode=e4m3", "actor.megatron.fp8_config"),
+        (
+            "megatron:d8p2",
+            "++actor.megatron.fp8_config.recipe=custom",
+            "actor.megatron.fp8_config.recipe",
+        ),
         ("fsdp:d16", "++actor.fsdp.offload_params=true", "actor.fsdp.offload_params"),
         ("archon:d16", "++actor.archon.fp8_config.mode=blockwise", "actor.archon.fp8_config.mode"),
         (
@@ -161,3 +167,26 @@ def test_only_the_keys_of_the_engine_s_own_backend_count(reading: Any) -> None:
     _, note, step = actor_step(reading, "++actor.fsdp.offload_params=true")
     assert step.unpriced == ()
     assert "not modelled" not in note
+
+
+def test_fp8_training_is_priced_on_a_megatron_engine(reading: Any) -> None:
+    """``megatron.fp8_config`` (AReaL's default recipe ``delayed``) runs the linear
+    layers' GEMMs in FP8: faster than bf16; current scaling (``tensorwise``) reads each
+    tensor once more than delayed scaling. ``param`` (weights kept in FP8) is named."""
+    plain, _, _ = actor_step(reading)
+    delayed, note, step = actor_step(reading, "++actor.megatron.fp8_config.mode=e4m3")
+    tensorwise, _, _ = actor_step(reading, "++actor.megatron.fp8_config.recipe=tensorwise")
+    assert step.megatron_fp8 == "delayed" and "not modelled" not in note
+    assert delayed < tensorwise < plain
+    _, note, _ = actor_step(reading, "++actor.megatron.fp8_config.param=true")
+    assert note.endswith("; not modelled: actor.megatron.fp8_config.param")
+
+
+def test_only_megatron_reads_fp8_config(reading: Any) -> None:
+    """AReaL reads ``megatron.*`` on a Megatron engine only: an FSDP actor with a
+    ``megatron.fp8_config`` trains in bf16."""
+    plain, _, _ = actor_step(reading, "actor.backend=fsdp:d16")
+    fsdp, _, step = actor_step(
+        reading, "actor.backend=fsdp:d16", "++actor.megatron.fp8_config.mode=e4m3"
+    )
+    assert fsdp == plain and step.megatron_fp8 is None

@@ -5,7 +5,8 @@ every layout ``layouts`` enumerates for models of AReaL's examples (dense and Mo
 - every term is a time (finite, not negative) and the total is the sum of the terms;
 - the model FLOPs of a step never run faster than the GPUs' achievable rate (MFU at most
   the share of the peak a large GEMM reaches), nor do they in the compute term alone
-  (however the experts are split: by ``ep`` or by expert tensor parallelism);
+  (however the experts are split: by ``ep`` or by expert tensor parallelism), in bf16 or,
+  against the FP8 peak, in FP8;
 - twice the data-parallel ranks for the same tokens are never slower by more than the
   data-parallel traffic they add.
 
@@ -84,22 +85,30 @@ def test_the_cases_cover_dense_moe_and_expert_tensor_parallelism() -> None:
     assert any("e" in spec.partition(":")[2] for _, spec, _ in CASES)
 
 
-@pytest.mark.parametrize("recompute", ["none", "op", "full"])
-def test_every_term_is_a_time_and_the_total_their_sum(recompute: str) -> None:
+@pytest.mark.parametrize(
+    "recompute, fp8", [("none", None), ("op", None), ("full", None), ("full", "tensorwise")]
+)
+def test_every_term_is_a_time_and_the_total_their_sum(recompute: str, fp8: str | None) -> None:
     for model_id, spec, gpu in CASES:
-        st = predicted(model_id, spec, gpu, recompute=recompute)
+        if fp8 and not HARDWARE[gpu].fp8_peak_tflops:
+            continue
+        st = predicted(model_id, spec, gpu, recompute=recompute, fp8=fp8)
         terms = [getattr(st, name) for name in StepTime.TERMS]
         assert all(math.isfinite(t) and t >= 0 for t in terms), (spec, st)
         assert math.isclose(sum(terms), st.total, rel_tol=1e-9), (spec, st)
 
 
-def test_no_layout_runs_faster_than_the_gpus_achievable_rate() -> None:
+@pytest.mark.parametrize("fp8", [None, "delayed"])
+def test_no_layout_runs_faster_than_the_gpus_achievable_rate(fp8: str | None) -> None:
     for model_id, spec, gpu in CASES:
-        st = predicted(model_id, spec, gpu)
+        if fp8 and not HARDWARE[gpu].fp8_peak_tflops:
+            continue
+        st = predicted(model_id, spec, gpu, fp8=fp8)
         achievable = HARDWARE[gpu].gemm_efficiency
-        assert 0 < st.mfu <= achievable, (model_id, spec, st.mfu)
+        peak = HARDWARE[gpu].fp8_peak_tflops if fp8 else HARDWARE[gpu].peak_tflops
+        assert 0 < st.mfu * HARDWARE[gpu].peak_tflops / peak <= achievable, (model_id, spec)
         world = ModelAllocation.from_str(spec).parallel.world_size
-        rate = st.model_flops / (st.compute * world * HARDWARE[gpu].peak_tflops * 1e12)
+        rate = st.model_flops / (st.compute * world * peak * 1e12)
         assert rate <= achievable, (model_id, spec, rate)
 
 
