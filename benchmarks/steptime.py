@@ -58,7 +58,7 @@ HALF = 2
 def textbook_seconds(row: Any) -> float:
     """The textbook step time of ``row``: compute is 6·N FLOPs a token (8·N with full
     recomputation, one more forward) at the GPU's sustained rate
-    (``Hardware.sustained_tflops``), with N all of the model's parameters; communication
+    (``Hardware.sustained_tflops``, its FP8 one for a row trained in FP8), with N all of the model's parameters; communication
     is the bytes of ring collectives over the slowest link of each group, NVLink within a
     node and the GPU's network port across nodes: the gradient all-reduce of the
     data-parallel group (ZeRO-3: 1.5 times that, two all-gathers and a reduce-scatter)
@@ -75,7 +75,8 @@ def textbook_seconds(row: Any) -> float:
     n = parameter_count(shape)
     active = active_parameters(shape)
     flops = (8 if row.knobs.get("recompute") == "full" else 6) * active * tokens
-    compute = flops / (par.world_size * gpu.sustained_tflops * 1e12)
+    rate = gpu.fp8_sustained_tflops if row.knobs.get("fp8") else gpu.sustained_tflops
+    compute = flops / (par.world_size * rate * 1e12)
 
     def ring(members: int, nbytes: float, spans_nodes: bool) -> float:
         link = gpu.inter_node_gb_per_s if spans_nodes else gpu.intra_node_gb_per_s
@@ -171,7 +172,13 @@ HELD_OUT_MODELS |= {
     },
 }
 #: Held-out models that areal-conf's table of known models has.
-KNOWN_IDS = {"llama3_8b": "meta-llama/Llama-3.1-8B", "llama3_70b": "meta-llama/Llama-3.1-70B"}
+KNOWN_IDS = {
+    "llama3_8b": "meta-llama/Llama-3.1-8B",
+    "llama3_70b": "meta-llama/Llama-3.1-70B",
+    "llama31_405b": "meta-llama/Llama-3.1-405B",
+    "qwen3_30b_a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen3_235b_a22b": "Qwen/Qwen3-235B-A22B",
+}
 #: torchtitan's activation checkpointing, as the model's recompute modes.
 RECOMPUTE = {"no": "none", "selective op": "op", "full": "full"}
 #: What Megatron-Bridge's performance recipes set that the tables do not print.
@@ -180,13 +187,17 @@ RECIPE_KNOBS: dict[str, Any] = {
     "overlap_param_gather": True,
     "gradient_accumulation_fusion": True,
     "distributed_optimizer": True,
+    "grad_reduce_dtype": "bfloat16",
 }
+#: Megatron-Bridge's FP8 precisions as Transformer Engine's recipes.
+FP8_RECIPE = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8"}
 
 
-def held_out_rows() -> list[Row]:
-    """The rows of benchmarks/heldout/megatron_bridge_bf16.csv, as the model takes them."""
+def held_out_rows(name: str = "megatron_bridge_bf16") -> list[Row]:
+    """The rows of benchmarks/heldout/<name>.csv (Megatron-Bridge's performance
+    summary), as the model takes them, with the settings the file gives per row."""
     rows = []
-    with open(HELD_OUT / "megatron_bridge_bf16.csv", newline="") as f:
+    with open(HELD_OUT / f"{name}.csv", newline="") as f:
         for r in csv.DictReader(f):
             n = {k: int(r[k]) for k in ("gpus", "gbs", "mbs", "seq", "tp", "pp", "cp", "ep")}
             dp = n["gpus"] // (n["tp"] * n["pp"] * n["cp"])
@@ -201,11 +212,17 @@ def held_out_rows() -> list[Row]:
                 "virtual_stages": int(r["vp"]),
                 **RECIPE_KNOBS,
             }
-            label = f"{r['model']} {r['system']} {r['release']}"
-            model = HELD_OUT_MODELS[r["model"]]
+            if "precision" in r:
+                knobs["fp8"] = FP8_RECIPE[r["precision"]]
+                knobs["tp_comm_overlap"] = r["tp_comm_overlap"] == "true"
+                knobs["overlap_param_gather"] = r["overlap_param_gather"] == "true"
+                knobs["dedup_dispatch"] = r["dispatcher"] == "flex"
+            label = f"{r['model']} {r['system']} {r['release']} {r.get('precision', '')}".strip()
+            known = known_model(KNOWN_IDS[r["model"]]) if r["model"] in KNOWN_IDS else None
+            model = dict(known) if known is not None else HELD_OUT_MODELS[r["model"]]
             rows.append(
                 Row(
-                    "megatron_bridge_bf16",
+                    name,
                     label,
                     label,
                     spec,
@@ -424,6 +441,7 @@ def held_out() -> None:
     """Each held-out source, the model beside the baseline."""
     for source, rows in (
         ("Megatron-Bridge BF16", held_out_rows()),
+        ("Megatron-Bridge FP8", held_out_rows("megatron_bridge_fp8")),
         ("torchtitan FSDP2 on A100", torchtitan_rows()),
         ("Megatron-Core MoE Model Zoo, Qwen3-235B on 256 H100", moe_zoo_rows()),
     ):
