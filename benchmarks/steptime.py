@@ -57,14 +57,14 @@ HALF = 2
 
 def textbook_seconds(row: Any) -> float:
     """The textbook step time of ``row``: compute is 6·N FLOPs a token (8·N with full
-    recomputation, one more forward) at the GPU's sustained rate
-    (``Hardware.sustained_tflops``, its FP8 one for a row trained in FP8), with N all of the model's parameters; communication
-    is the bytes of ring collectives over the slowest link of each group, NVLink within a
-    node and the GPU's network port across nodes: the gradient all-reduce of the
-    data-parallel group (ZeRO-3: 1.5 times that, two all-gathers and a reduce-scatter)
-    and, per layer and micro-batch, four all-reduces of the activations (two forward,
-    two backward) in the tensor-parallel group. No overlap, no pipeline bubble, no
-    kernel or GEMM shape effects: what the model adds is measured against this."""
+    recomputation, one more forward) at the GPU's sustained rate (``Hardware.sustained_tflops``,
+    its FP8 one for a row trained in FP8), with N all of the model's parameters; communication
+    is the bytes of ring collectives over the slowest link of each group, NVLink within a node
+    and the GPU's network port across nodes: the gradient all-reduce of the data-parallel group
+    (ZeRO-3: 1.5 times that, two all-gathers and a reduce-scatter) and, per layer and
+    micro-batch, four all-reduces of the activations (two forward, two backward) in the
+    tensor-parallel group. No overlap, no pipeline bubble, no kernel or GEMM shape effects: what
+    the model adds is measured against this."""
     alloc = ModelAllocation.from_str(row.spec)
     par = alloc.parallel
     shape = shape_of(row.model)

@@ -232,6 +232,7 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
     schedule = text(archon, "pp_schedule", "Interleaved1F1B")
     bridge = text(megatron, "bridge_type", "mbridge")
     fp8 = sub(megatron, "fp8_config", at("megatron.fp8_config"))
+    megatron_engine = written_backend_name(backend) in ("", "megatron")
     recipe = text(fp8, "recipe", "delayed") if fp8 is not None else None
     return {
         "grad_reduce_dtype": _grad_reduce_dtype(
@@ -253,9 +254,8 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
         and text(megatron, "moe_token_dispatcher_type", "alltoall") == "flex",
         # AReaL reads fp8_config on a Megatron engine only (megatron_engine.py:350-351);
         # a recipe Transformer Engine does not run is named, and priced as bf16.
-        "fp8_recipe": recipe
-        if written_backend_name(backend) in ("", "megatron") and recipe in FP8_RECIPES
-        else None,
+        "fp8_training": megatron_engine and fp8 is not None,
+        "fp8_recipe": recipe if megatron_engine and recipe in FP8_RECIPES else None,
         "unpriced": tuple(_unpriced(node, section, backend)),
     }
 

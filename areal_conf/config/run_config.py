@@ -88,7 +88,9 @@ class EngineSection:
     bridge_type: str = "mbridge"  # megatron.bridge_type: which library builds the model
     #: megatron.moe_token_dispatcher_type flex (DeepEP): a token crosses to a node once
     dedup_dispatch: bool = False
-    #: megatron.fp8_config.recipe when fp8_config is set (None: bf16)
+    #: megatron.fp8_config is set: the engine trains in FP8, with its recipe if it is one
+    #: Transformer Engine runs (None: bf16, or a recipe the step time does not price)
+    fp8_training: bool = False
     fp8_recipe: str | None = None
     path: object = None
     # the actor's keys of the RL rules

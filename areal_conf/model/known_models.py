@@ -46,6 +46,12 @@ Qwen3-1.7B-FP8 stores its linear weights in FP8 (blocks of 128); Qwen's FP8 rele
 keep the bf16 model's ``config.json`` and add a ``quantization_config`` (compare the
 Qwen3-32B and Qwen3-30B-A3B pairs below), so it has Qwen3-1.7B's entry. The memory
 model counts its weights at the engine's ``dtype``, as for any other checkpoint.
+DeepSeek-V3, V3-Base and R1 are released in FP8 only (the DeepSeek-V3 README: "Since FP8
+training is natively adopted in our framework, we only provide FP8 weights"; their
+``config.json`` has ``quantization_config`` with ``quant_method: fp8`` and 128×128
+blocks). The data file says ``quant_method = "fp8"`` for these four, which AReaL's
+Megatron engine requires of a model it trains in FP8; every other entry's
+``config.json`` has no ``quantization_config``.
 
 Four entries go beyond a literal copy, each marked in the data file:
 
@@ -165,20 +171,32 @@ Entry = Mapping[str, int | bool]
 DATA: Final = "data/known_models.toml"
 
 
-def _load() -> dict[str, Entry]:
-    """Every model of :data:`DATA`: its network's keys with its own on top, read-only."""
+#: Keys of a model's entry that are not model-section keys.
+_NOT_SHAPE: Final = ("shape", "quant_method")
+
+
+def _load() -> tuple[dict[str, Entry], dict[str, str]]:
+    """Every model of :data:`DATA`: its network's keys with its own on top, read-only;
+    and the ``quant_method`` of those whose weights are quantized."""
     data = tomllib.loads(files("areal_conf").joinpath(DATA).read_text(encoding="utf-8"))
     shapes = data["shapes"]
-    return {
+    models: dict[str, Entry] = {
         model_id: MappingProxyType(
-            {**shapes[entry["shape"]], **{k: v for k, v in entry.items() if k != "shape"}}
+            {**shapes[entry["shape"]], **{k: v for k, v in entry.items() if k not in _NOT_SHAPE}}
         )
         for model_id, entry in data["models"].items()
     }
+    quantized: dict[str, str] = {
+        model_id: entry["quant_method"]
+        for model_id, entry in data["models"].items()
+        if "quant_method" in entry
+    }
+    return models, quantized
 
 
-#: Well-known models by exact Hugging Face id -> model-section keys (read-only entries).
-KNOWN_MODELS: Final[dict[str, Entry]] = _load()
+#: Well-known models by exact Hugging Face id -> model-section keys (read-only entries),
+#: and the ``quantization_config.quant_method`` of those whose ``config.json`` has one.
+KNOWN_MODELS, _QUANT_METHODS = _load()
 
 _BY_FOLDED_ID: Final = {model_id.casefold(): model_id for model_id in KNOWN_MODELS}
 
@@ -197,6 +215,16 @@ def known_model(model_id: str) -> dict[str, int | bool] | None:
             return None
         entry = KNOWN_MODELS[exact]
     return dict(entry)
+
+
+def known_quant_method(model_id: str) -> str | None:
+    """The ``quantization_config.quant_method`` of a well-known model's ``config.json``
+    (``"fp8"``; ``""`` for a model without one), None for a model areal-conf does not
+    know. The id is matched as by :func:`known_model`."""
+    exact = model_id if model_id in KNOWN_MODELS else _BY_FOLDED_ID.get(model_id.casefold())
+    if exact is None:
+        return None
+    return _QUANT_METHODS.get(exact, "")
 
 
 def known_model_ids() -> list[str]:

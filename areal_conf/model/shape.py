@@ -121,14 +121,44 @@ def read_hf_config(path: str) -> dict[str, Any]:
     Raises AllocationError when the file is missing or not a JSON object. A file is
     parsed once while its size and modification time stay the same.
     """
+    data = _config_json(path)
+    text = data.get("text_config")
+    if isinstance(text, dict) and "hidden_size" not in data:
+        data = {**data, **text}
+    found: dict[str, Any] = {}
+    for key, names in HF_KEYS.items():
+        for name in names:
+            value = data.get(name)
+            if value is None:
+                continue
+            if key == "tie_word_embeddings":
+                found[key] = bool(value)
+            elif is_size(value):
+                found[key] = value
+            break
+    return found
+
+
+def read_quant_method(path: str) -> str:
+    """The ``quantization_config.quant_method`` of a ``config.json`` (a file or its dir):
+    ``"fp8"`` for FP8 weights, ``""`` for a model without one. Errors as
+    :func:`read_hf_config`."""
+    quantization = _config_json(path).get("quantization_config")
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+    return method if isinstance(method, str) else ""
+
+
+def _config_json(path: str) -> dict[str, Any]:
+    """The JSON object of ``path`` (a ``config.json`` or its directory), parsed once while
+    its size and modification time stay the same."""
     file = os.path.join(path, "config.json") if os.path.isdir(path) else path
     try:
         stat = os.stat(file)
     except OSError:
         stat = None
     if stat is not None:
-        return dict(_read_cached(file, stat.st_mtime_ns, stat.st_size))
-    return dict(_read(path, file))
+        return _read_cached(file, stat.st_mtime_ns, stat.st_size)
+    return _read(path, file)
 
 
 @functools.lru_cache(maxsize=64)
@@ -159,21 +189,7 @@ def _read(path: str, file: str) -> dict[str, Any]:
             path,
             hint="give the model's config.json as written by Hugging Face",
         )
-    text = data.get("text_config")
-    if isinstance(text, dict) and "hidden_size" not in data:
-        data = {**data, **text}
-    found: dict[str, Any] = {}
-    for key, names in HF_KEYS.items():
-        for name in names:
-            value = data.get(name)
-            if value is None:
-                continue
-            if key == "tie_word_embeddings":
-                found[key] = bool(value)
-            elif is_size(value):
-                found[key] = value
-            break
-    return found
+    return data
 
 
 def local_config_dir(path: object) -> str | None:
@@ -192,6 +208,9 @@ class ShapeSource:
     keys: Mapping[str, Any]
     described: str = ""
     missing: str = ""
+    #: The weights' ``quantization_config.quant_method`` (``"fp8"``; ``""`` for none), None
+    #: when the source does not say (no source, or sizes given without a file).
+    quant_method: str | None = None
 
 
 def read_source(text: str, where: str) -> ShapeSource:
@@ -200,21 +219,31 @@ def read_source(text: str, where: str) -> ShapeSource:
     ``where`` names the key or option it came from; a file that is named but cannot be
     read is an AllocationError, anything else that gives no shape says so in ``missing``."""
     from areal_conf.model.hf_cache import cached_config_json
-    from areal_conf.model.known_models import known_model
+    from areal_conf.model.known_models import known_model, known_quant_method
 
     path = os.path.expanduser(text)
     if os.path.isfile(path) or local_config_dir(path):
-        return ShapeSource(read_hf_config(path), f"{text} ({where})")
+        return ShapeSource(read_hf_config(path), f"{text} ({where})", "", read_quant_method(path))
     if os.path.isdir(path):
         return ShapeSource({}, missing=f"{text!r} has no config.json")
     if os.path.isabs(path) or text.startswith((".", "~")) or text.endswith(".json"):
         return ShapeSource({}, missing=f"{text!r} is not a local file or directory")
     cached = cached_config_json(text)
     if cached is not None:
-        return ShapeSource(read_hf_config(cached), f"{text} from the Hugging Face cache ({where})")
+        return ShapeSource(
+            read_hf_config(cached),
+            f"{text} from the Hugging Face cache ({where})",
+            "",
+            read_quant_method(cached),
+        )
     known = known_model(text)
     if known is not None:
-        return ShapeSource(known, f"{text} from areal-conf's table of known models ({where})")
+        return ShapeSource(
+            known,
+            f"{text} from areal-conf's table of known models ({where})",
+            "",
+            known_quant_method(text),
+        )
     return ShapeSource(
         {},
         missing=f"{text!r} is not a local directory, not in the Hugging Face cache and not "

@@ -127,9 +127,10 @@ optimizer step.
 
 **Not modelled**: load imbalance between experts or between packed sequences, stragglers
 and network congestion from other jobs, CPU overheads (data loading, Python), kernel
-fusion beyond the above, FP8 weights and FP8 collectives, LoRA (priced as training every weight), the rollout
-engine's weight updates, and Archon beyond treating it as Megatron-like (its tensor and
-pipeline parallelism as Megatron's, its data parallelism as FSDP's).
+fusion beyond the above, FP8 weights and FP8 collectives, LoRA (priced as training every
+weight), the rollout engine's weight updates, and Archon beyond treating it as
+Megatron-like (its tensor and pipeline parallelism as Megatron's, its data parallelism as
+FSDP's).
 """
 
 from __future__ import annotations

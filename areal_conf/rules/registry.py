@@ -27,7 +27,7 @@ from areal_conf.rules.colocation import colocate, colocate_2_0, ignore_v2_rollou
 from areal_conf.rules.context import Context
 from areal_conf.rules.loading import check_delta_minibatches, check_load_keys
 from areal_conf.rules.memory import check_engine_memory
-from areal_conf.rules.model import read_model
+from areal_conf.rules.model import check_fp8_weights, read_model
 from areal_conf.rules.scheduling import check_ray_specs, check_scheduler, check_scheduler_gpus
 from areal_conf.rules.speed import predict_step_times
 from areal_conf.rules.staleness import check_consumer_batch, check_rollout_queue
@@ -310,6 +310,14 @@ RULES: Final[tuple[Rule, ...]] = (
         ("1.0", "2.0"),
         read_model,
         "Megatron-Core, SGLang and vLLM: each rule of areal_conf.spec.model_checks with its code",
+    ),
+    Rule(
+        "fp8-weights",
+        "model",
+        "a Megatron engine that trains in FP8 loads weights stored in FP8",
+        ("1.0", "2.0"),
+        check_fp8_weights,
+        "engine/megatron_engine.py:540-545, 1707-1727 (AReaL 1.0.4: 368-369, 1188-1208)",
     ),
     Rule(
         "memory",

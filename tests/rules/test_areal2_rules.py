@@ -233,6 +233,27 @@ REJECTED: list[Rejected] = [
         ("vllm",),
     ),
     Rejected("E13", rl(rollout___version="v2"), "rollout._version", ("actor._version", "v1", "v2")),
+    # engine/megatron_engine.py:540-545, 1707-1727: FP8 training needs FP8 weights
+    Rejected(
+        "fp8-weights bf16 release",
+        rl(
+            actor__backend="megatron:d4",
+            actor__path="Qwen/Qwen3-1.7B",
+            actor__megatron={"fp8_config": {"recipe": "blockwise"}},
+        ),
+        "actor.megatron.fp8_config",
+        ("no quantization_config", "actor.path=Qwen/Qwen3-1.7B-FP8", "fp8_config=null"),
+    ),
+    Rejected(
+        "fp8-weights no FP8 release known",
+        rl(
+            actor__backend="megatron:d4",
+            actor__path="Qwen/Qwen3-8B",
+            actor__megatron={"fp8_config": {}},
+        ),
+        "actor.megatron.fp8_config",
+        ("actor.megatron.fp8_config=null", "a model released in FP8"),
+    ),
     Rejected("E14", rl(actor__weight_update_mode="nccl"), "actor.weight_update_mode", ("xccl",)),
     # -- each engine's workers and GPUs
     Rejected(
@@ -1174,3 +1195,55 @@ def test_a_consumer_batch_of_the_step_s_batch_passes() -> None:
     for base, batch in (("local", 64), ("slurm", 512)):
         cfg = rl(base, train_dataset={"batch_size": batch}, rollout__consumer_batch_size=batch)
         assert validate(cfg, areal_version="2.0").warnings == ()
+
+
+@pytest.mark.parametrize(
+    "path, backend, fp8_config, refused",
+    [
+        ("Qwen/Qwen3-1.7B-FP8", "megatron:d4", {"recipe": "blockwise"}, False),  # FP8 weights
+        ("deepseek-ai/DeepSeek-V3", "megatron:d4", {}, False),  # released in FP8 only
+        ("Qwen/Qwen3-1.7B", "megatron:d4", None, False),  # bf16 training
+        ("Qwen/Qwen3-1.7B", "fsdp:d4", {}, False),  # FSDP does not read megatron.*
+        ("an/unknown-model", "megatron:d4", {}, False),  # its config.json is not at hand
+        ("Qwen/Qwen3-1.7B", "megatron:d4", {}, True),
+    ],
+)
+def test_fp8_training_needs_fp8_weights_where_the_weights_are_known(
+    path: str, backend: str, fp8_config: dict[str, Any] | None, refused: bool
+) -> None:
+    """AReaL's Megatron engine stops at start-up when it trains in FP8
+    (``megatron.fp8_config`` set) from a model whose ``config.json`` has no
+    ``quantization_config`` with ``quant_method: fp8``
+    (``areal/engine/megatron_engine.py:540-545, 1707-1727``); both versions."""
+    cfg = rl(actor__backend=backend, actor__path=path, actor__megatron={"fp8_config": fp8_config})
+    for version in ("1.0", "2.0"):
+        try:
+            validate(cfg, areal_version=version)
+        except AllocationError as err:  # DeepSeek-V3 does not fit 8 GPUs
+            assert (err.rule == "fp8-weights") is refused, err
+            assert not refused or "trains in FP8 only" in err.reason
+        else:
+            assert not refused
+
+
+def test_a_local_model_s_quantization_is_read_from_its_config_json(tmp_path: Path) -> None:
+    """A local model directory: its ``config.json``'s ``quantization_config`` decides."""
+    config = json.loads((FIXTURES / "hf" / "qwen2_5_7b" / "config.json").read_text())
+    config["num_hidden_layers"] = 2  # small enough to fit
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    cfg = rl(
+        actor__backend="megatron:d4",
+        actor__path=str(model),
+        actor__megatron={"fp8_config": {"recipe": "tensorwise"}},
+    )
+    with pytest.raises(AllocationError, match="has no quantization_config"):
+        validate(cfg, areal_version="2.0")
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    (model / "config.json").write_text(json.dumps(config))
+    validate(cfg, areal_version="2.0")
+    config["quantization_config"] = {"quant_method": "awq"}
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(AllocationError, match="has quant_method 'awq'"):
+        validate(cfg, areal_version="2.0")

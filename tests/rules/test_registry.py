@@ -46,7 +46,10 @@ def test_a_version_s_rules_keep_the_registry_s_order() -> None:
         ids = [rule.id for rule in rules_for(version)]
         assert ids == sorted(ids, key=order.__getitem__)
         # the model and memory at start-up, what the first step meets, then speed
-        assert ids[-5:] == ["model", "memory", "rollout-queue", "consumer-batch", "speed"]
+        assert ids[-6:] == [
+            *("model", "fp8-weights", "memory"),
+            *("rollout-queue", "consumer-batch", "speed"),
+        ]
         # a fix's check runs every rule that can refuse: none after LAST_REFUSING does
         assert ids[ids.index(LAST_REFUSING) + 1 :] == ["speed"]
 
@@ -78,6 +81,17 @@ REFUSED: list[tuple[str, str, dict[str, Any]]] = [
         "2.0",
         "capacity",
         {"actor": {"backend": "fsdp:d16"}, "cluster": {"n_nodes": 1, "n_gpus_per_node": 8}},
+    ),
+    (
+        "1.0",
+        "fp8-weights",
+        {
+            "actor": {
+                "backend": "megatron:d4",
+                "path": "Qwen/Qwen3-1.7B",
+                "megatron": {"fp8_config": {}},
+            }
+        },
     ),
 ]
 
