@@ -160,8 +160,12 @@ class Fix:
         return tuple(f"{k}={v}" for k, v in self.changes)
 
     def plus(self, more: Sequence[tuple[str, str]]) -> Fix:
-        """The same fix with ``more`` changes after its own."""
-        return replace(self, changes=(*self.changes, *more))
+        """The same fix with ``more`` changes after its own. A key ``more`` sets again
+        keeps only that later value: ``more`` was found on the config with this fix
+        applied (a second engine's fix counts the nodes the first one's layout takes)."""
+        again = {key.lstrip("+~") for key, _ in more}
+        kept = tuple(change for change in self.changes if change[0].lstrip("+~") not in again)
+        return replace(self, changes=(*kept, *more))
 
 
 @dataclass(frozen=True)

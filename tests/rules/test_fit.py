@@ -353,6 +353,22 @@ def test_every_fix_of_a_memory_error_passes_the_check(
         assert not [w for w in plan.warnings if "GB per GPU" in w]
 
 
+def test_a_fix_of_two_engines_sets_each_key_once() -> None:
+    """Neither engine fits: the rollout's fix needs 4 nodes, and the actor's, found on the
+    config with the rollout's applied, 29 for both; the fix says 29 once, not 4 then 29."""
+    cfg = {
+        "cluster": {"n_nodes": 1, "n_gpus_per_node": 8},
+        "rollout": {"backend": "sglang:d4"},
+        "actor": {"backend": "megatron:d4", "path": "deepseek-ai/DeepSeek-V3"},
+    }
+    with pytest.raises(AllocationError, match="no room for the KV cache") as info:
+        validate(cfg, settings=Settings(areal_version="1.0"))
+    (fix,) = info.value.fixes
+    keys = [override.partition("=")[0].lstrip("+") for override in fix]
+    assert len(keys) == len(set(keys)) and "cluster.n_nodes" in keys, fix
+    assert fix[-1] == "cluster.n_nodes=29"
+
+
 def test_the_hint_fits() -> None:
     """Applying the overrides of the hint gives a config that validates."""
     with pytest.raises(AllocationError) as info:
