@@ -520,6 +520,7 @@ CASES: dict[str, Case] = {
             "inter_node_gb_per_s": 50.0,
             "sm_count": 132,
             "gemm_efficiency": 0.75,
+            "fp8_peak_tflops": 1979.0,
         },
         anything,
     ),

@@ -86,7 +86,7 @@ class Hardware:
             if f.name == "sm_count":
                 whole(where, value, example="e.g. 132 (H100 SXM)", maximum=2**20)
             elif f.name == "fp8_peak_tflops":
-                if value != 0:
+                if value != 0 or isinstance(value, bool):  # 0: no FP8 tensor cores
                     positive(where, value, example="e.g. 1979.0 (an H100's), or 0 for none")
             elif f.name == "gemm_efficiency":
                 if positive(where, value, example="e.g. 0.75") > 1:
