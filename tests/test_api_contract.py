@@ -521,6 +521,7 @@ CASES: dict[str, Case] = {
             "sm_count": 132,
             "gemm_efficiency": 0.75,
             "fp8_peak_tflops": 1979.0,
+            "compute_capability": 9.0,
         },
         anything,
     ),

@@ -31,6 +31,7 @@ from areal_conf.config.nodes import (
     read_text,
     read_value,
 )
+from areal_conf.model.hardware import FP8_RECIPES
 from areal_conf.spec.backends import written_backend_name
 
 
@@ -56,10 +57,6 @@ def _named(why: str, *usual: object) -> BackendKey:
 def _none(why: str) -> BackendKey:
     return BackendKey("no_effect", why)
 
-
-#: The FP8 scaling recipes Megatron's Transformer Engine runs, as AReaL's
-#: ``FP8EngineConfig.recipe`` names them (``areal/api/cli_args.py:815-820``).
-FP8_RECIPES: Final = ("delayed", "tensorwise", "blockwise", "mxfp8")
 
 _FP8_DETAIL = "a detail of FP8 training that does not change its speed"
 _SAVE = "checkpoint saving, not the training step"

@@ -28,6 +28,9 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
   A large FP8 GEMM sustains the same share of it as a bf16 one here (a cuBLASLt
   M = N = K = 8192 FP8 GEMM reaches 1,600-1,630 TFLOPS on H100, 81-82%, so this errs
   slow rather than fast).
+- Compute capability (NVIDIA's CUDA GPUs table): A100 8.0, H100, H800, H20 and H200 9.0,
+  B200 10.0. Transformer Engine runs an FP8 recipe only from a capability on
+  (:data:`FP8_RECIPE_CAPABILITY`).
 - Host link (PCIe x16, one direction): A100 Gen4, 32 GB/s (its data sheet's 64 GB/s is
   both directions); H100, H800, H200 and B200 Gen5, 64 GB/s (128 both ways).
 - Streaming multiprocessors: A100 108, H100 and H200 SXM 132, B200 148 (the
@@ -43,7 +46,9 @@ Sources (NVIDIA's data sheets; the SXM parts as in DGX/HGX servers):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Final
 
 from areal_conf.arguments import positive, shown, text, whole
 from areal_conf.errors import AllocationError, ConfigError
@@ -73,6 +78,8 @@ class Hardware:
     host_gb_per_s: float = 64.0
     #: Dense FP8 tensor throughput, TFLOPS (0: no FP8 tensor cores).
     fp8_peak_tflops: float = 0.0
+    #: CUDA compute capability (9.0 for Hopper); None: not known, FP8 recipes unchecked.
+    compute_capability: float | None = None
 
     def __post_init__(self) -> None:
         """Every number a finite positive one (the step-time model divides by them),
@@ -88,6 +95,9 @@ class Hardware:
             elif f.name == "fp8_peak_tflops":
                 if value != 0 or isinstance(value, bool):  # 0: no FP8 tensor cores
                     positive(where, value, example="e.g. 1979.0 (an H100's), or 0 for none")
+            elif f.name == "compute_capability":
+                if value is not None:
+                    positive(where, value, example="e.g. 9.0 (an H100's), or None")
             elif f.name == "gemm_efficiency":
                 if positive(where, value, example="e.g. 0.75") > 1:
                     raise ConfigError(
@@ -107,6 +117,33 @@ class Hardware:
     def fp8_sustained_tflops(self) -> float:
         """Dense FP8 TFLOPS a large GEMM sustains (0 without FP8 tensor cores)."""
         return self.fp8_peak_tflops * self.gemm_efficiency
+
+
+#: Transformer Engine's FP8 scaling recipes, as AReaL's ``FP8EngineConfig.recipe`` names
+#: them (``areal/api/cli_args.py:815-820``), and the compute capabilities each runs on,
+#: from and below (``transformer_engine/pytorch/quantization.py`` at d0067d0, L146-238:
+#: ``check_recipe_support`` raises otherwise at the first FP8 forward).
+FP8_RECIPE_CAPABILITY: Final[Mapping[str, tuple[float, float | None]]] = {
+    "delayed": (8.9, None),
+    "tensorwise": (8.9, None),
+    "blockwise": (9.0, None),  # and CUDA 12.9
+    "mxfp8": (10.0, 12.0),
+}
+FP8_RECIPES: Final = tuple(FP8_RECIPE_CAPABILITY)
+
+
+def fp8_refused(gpu: Hardware, recipe: str) -> str:
+    """Why Transformer Engine would not run FP8 ``recipe`` on ``gpu`` ("" when it would,
+    or when the GPU's compute capability is not known)."""
+    if not gpu.fp8_peak_tflops:
+        return f"the {gpu.name} has no FP8 tensor cores"
+    capability = gpu.compute_capability
+    low, high = FP8_RECIPE_CAPABILITY[recipe]
+    if capability is None or (low <= capability and (high is None or capability < high)):
+        return ""
+    needed = f"{low:.1f}" + (f" to below {high:.1f}" if high is not None else " or higher")
+    have = f"the {gpu.name} has {capability:.1f}"
+    return f"the {recipe} recipe needs compute capability {needed}, {have}"
 
 
 # Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
@@ -158,12 +195,14 @@ class UnknownGpu(AllocationError, KeyError):
 
 HARDWARE: dict[str, Hardware] = _Table(
     {
-        "a100": Hardware("A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85, 32.0),
-        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75, 64.0, 1979.0),
-        "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75, 64.0, 1979.0),
-        "h20": Hardware("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 78, 0.75, 64.0, 296.0),
-        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75, 64.0, 1979.0),
-        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75, 64.0, 4500.0),
+        "a100": Hardware(
+            "A100 SXM4 80GB", 312.0, 80.0, 2.039, 300.0, 25.0, 108, 0.85, 32.0, 0.0, 8.0
+        ),
+        "h100": Hardware("H100 SXM5", 989.0, 80.0, 3.35, 450.0, 50.0, 132, 0.75, 64.0, 1979.0, 9.0),
+        "h800": Hardware("H800 SXM5", 989.0, 80.0, 3.35, 200.0, 50.0, 132, 0.75, 64.0, 1979.0, 9.0),
+        "h20": Hardware("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 78, 0.75, 64.0, 296.0, 9.0),
+        "h200": Hardware("H200 SXM", 989.0, 141.0, 4.8, 450.0, 50.0, 132, 0.75, 64.0, 1979.0, 9.0),
+        "b200": Hardware("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 148, 0.75, 64.0, 4500.0, 10.0),
     }
 )
 

@@ -141,9 +141,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
-from areal_conf.config.backend_knobs import FP8_RECIPES
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.model.hardware import Hardware, hardware
+from areal_conf.model.hardware import FP8_RECIPES, Hardware, fp8_refused, hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.memory import dtype_bytes
 from areal_conf.perf.pricing import (
@@ -331,10 +330,12 @@ def step_time(
     choice("zero3", zero3, ZERO3, hint=ZERO3_HINT)
     if fp8 is not None:
         choice("fp8", fp8, FP8_RECIPES, hint=FP8_HINT)
-        if not gpu_.fp8_peak_tflops:
+        refused = fp8_refused(gpu_, fp8)
+        if refused:
             raise ConfigError(
-                f"fp8={fp8!r}: the {gpu_.name} has no FP8 tensor cores",
-                hint="train in bf16 (fp8=None), or give a GPU with FP8 (h100, h200, b200)",
+                f"fp8={fp8!r}: {refused}",
+                hint="train in bf16 (fp8=None), another recipe, or a GPU that runs it "
+                "(delayed, tensorwise, blockwise: h100, h200, b200; mxfp8: b200)",
             )
     for name, value in (
         ("overlap_grad_reduce", overlap_grad_reduce),

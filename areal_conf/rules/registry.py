@@ -25,9 +25,10 @@ from areal_conf.rules.backends import check_backends, check_backends_and_kinds, 
 from areal_conf.rules.capacity import capacity_everywhere, place_engines
 from areal_conf.rules.colocation import colocate, colocate_2_0, ignore_v2_rollout_colocation
 from areal_conf.rules.context import Context
+from areal_conf.rules.fp8 import check_fp8_gpu, check_fp8_weights
 from areal_conf.rules.loading import check_delta_minibatches, check_load_keys
 from areal_conf.rules.memory import check_engine_memory
-from areal_conf.rules.model import check_fp8_weights, read_model
+from areal_conf.rules.model import read_model
 from areal_conf.rules.scheduling import check_ray_specs, check_scheduler, check_scheduler_gpus
 from areal_conf.rules.speed import predict_step_times
 from areal_conf.rules.staleness import check_consumer_batch, check_rollout_queue
@@ -57,6 +58,7 @@ TOPICS: Final = (
     "scheduling",
     "capacity",
     "model",
+    "fp8",
     "memory",
     "staleness",
     "speed",
@@ -313,7 +315,7 @@ RULES: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         "fp8-weights",
-        "model",
+        "fp8",
         "a Megatron engine that trains in FP8 loads weights stored in FP8",
         ("1.0", "2.0"),
         check_fp8_weights,
@@ -326,6 +328,15 @@ RULES: Final[tuple[Rule, ...]] = (
         ("1.0", "2.0"),
         check_engine_memory,
         "areal_conf.perf.memory (an estimate: AReaL fails with CUDA out of memory)",
+    ),
+    Rule(
+        "fp8-gpu",
+        "fp8",
+        "the GPU named (--gpu) runs the Megatron engine's FP8 recipe",
+        ("1.0", "2.0"),
+        check_fp8_gpu,
+        "Transformer Engine: transformer_engine/pytorch/quantization.py:146-238 "
+        "(check_recipe_support, at d0067d0)",
     ),
     Rule(
         "rollout-queue",

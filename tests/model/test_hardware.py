@@ -9,7 +9,7 @@ import pytest
 
 from areal_conf import AllocationError
 from areal_conf.cli.options import settings_from
-from areal_conf.model.hardware import HARDWARE, Hardware, hardware
+from areal_conf.model.hardware import FP8_RECIPES, HARDWARE, Hardware, fp8_refused, hardware
 from areal_conf.settings import from_environment
 
 
@@ -55,6 +55,27 @@ def test_fp8_is_twice_bf16_on_the_gpus_that_have_it() -> None:
         expected = 0.0 if name == "a100" else 2 * gpu.peak_tflops
         assert gpu.fp8_peak_tflops == pytest.approx(expected, rel=0.001), name
         assert gpu.fp8_sustained_tflops == gpu.fp8_peak_tflops * gpu.gemm_efficiency
+
+
+@pytest.mark.parametrize(
+    "gpu, runs",
+    [
+        ("a100", ()),  # capability 8.0, no FP8 tensor cores
+        ("h100", ("delayed", "tensorwise", "blockwise")),  # 9.0
+        ("h20", ("delayed", "tensorwise", "blockwise")),
+        ("b200", ("delayed", "tensorwise", "blockwise", "mxfp8")),  # 10.0
+    ],
+)
+def test_each_gpu_runs_the_fp8_recipes_transformer_engine_allows_it(
+    gpu: str, runs: tuple[str, ...]
+) -> None:
+    """Transformer Engine's ``check_recipe_support``: delayed and current scaling from
+    compute capability 8.9, blockwise from 9.0, MXFP8 from 10.0 to below 12.0
+    (``transformer_engine/pytorch/quantization.py`` L146-238)."""
+    for recipe in FP8_RECIPES:
+        assert (fp8_refused(HARDWARE[gpu], recipe) == "") is (recipe in runs), (gpu, recipe)
+    unknown = dataclasses.replace(HARDWARE["h100"], compute_capability=None)
+    assert all(fp8_refused(unknown, recipe) == "" for recipe in FP8_RECIPES)
 
 
 def test_an_entry_is_frozen_and_changed_with_replace() -> None:
@@ -127,4 +148,5 @@ def test_hardware_is_a_dataclass_of_numbers() -> None:
         "gemm_efficiency",
         "host_gb_per_s",
         "fp8_peak_tflops",
+        "compute_capability",
     ]

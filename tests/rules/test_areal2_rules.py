@@ -1247,3 +1247,34 @@ def test_a_local_model_s_quantization_is_read_from_its_config_json(tmp_path: Pat
     (model / "config.json").write_text(json.dumps(config))
     with pytest.raises(AllocationError, match="has quant_method 'awq'"):
         validate(cfg, areal_version="2.0")
+
+
+@pytest.mark.parametrize(
+    "gpu, recipe, refused",
+    [
+        ("h100", "blockwise", ""),
+        ("h100", "tensorwise", ""),
+        ("b200", "mxfp8", ""),
+        (None, "mxfp8", ""),  # no GPU named: not checked
+        ("a100", "delayed", "no FP8 tensor cores"),
+        ("h100", "mxfp8", "needs compute capability 10.0 to below 12.0"),
+        ("h20", "mxfp8", "the H20 has 9.0"),
+    ],
+)
+def test_the_gpu_named_runs_the_fp8_recipe(gpu: str | None, recipe: str, refused: str) -> None:
+    """Transformer Engine's ``check_recipe_support`` (``transformer_engine/pytorch/
+    quantization.py`` L146-238) stops an FP8 step on a GPU whose compute capability the
+    recipe does not run on; areal-conf checks it when the GPU is named."""
+    cfg = rl(
+        actor__backend="megatron:d4",
+        actor__path="Qwen/Qwen3-1.7B-FP8",
+        actor__megatron={"fp8_config": {"recipe": recipe}},
+    )
+    settings = Settings(areal_version="2.0", gpu=gpu)
+    if not refused:
+        validate(cfg, settings=settings)
+        return
+    with pytest.raises(AllocationError, match=refused) as info:
+        validate(cfg, settings=settings)
+    assert info.value.rule == "fp8-gpu"
+    assert "actor.megatron.fp8_config=null" in str(info.value.hint)

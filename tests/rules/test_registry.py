@@ -46,8 +46,8 @@ def test_a_version_s_rules_keep_the_registry_s_order() -> None:
         ids = [rule.id for rule in rules_for(version)]
         assert ids == sorted(ids, key=order.__getitem__)
         # the model and memory at start-up, what the first step meets, then speed
-        assert ids[-6:] == [
-            *("model", "fp8-weights", "memory"),
+        assert ids[-7:] == [
+            *("model", "fp8-weights", "memory", "fp8-gpu"),
             *("rollout-queue", "consumer-batch", "speed"),
         ]
         # a fix's check runs every rule that can refuse: none after LAST_REFUSING does
