@@ -214,6 +214,7 @@ def held_out_rows(name: str = "megatron_bridge_bf16") -> list[Row]:
             }
             if "precision" in r:
                 knobs["fp8"] = FP8_RECIPE[r["precision"]]
+                knobs["fp8_param_gather"] = True  # both precisions' recipes set it
                 knobs["tp_comm_overlap"] = r["tp_comm_overlap"] == "true"
                 knobs["overlap_param_gather"] = r["overlap_param_gather"] == "true"
                 knobs["dedup_dispatch"] = r["dispatcher"] == "flex"

@@ -336,6 +336,7 @@ CASES: dict[str, Case] = {
             "zero3": "fsdp",
             "forward_only": False,
             "fp8": "delayed",
+            "fp8_param_gather": True,
         },
         sane_step,
         ("allocation_or_spec", "model"),

@@ -116,7 +116,7 @@ BACKEND_KEYS: Final[dict[str, BackendKey]] = {
     "megatron.ddp.check_for_nan_in_grad": _named("a NaN check of every gradient", False),
     "megatron.ddp.bucket_size": _named("the gradient bucket size"),
     "megatron.ddp.average_in_collective": _none("where gradients are divided, not what is sent"),
-    "megatron.ddp.fp8_param_gather": _named("weights gathered in FP8", False),
+    "megatron.ddp.fp8_param_gather": _priced("weights gathered in FP8 (with fp8_config.param)"),
     "megatron.virtual_pipeline_parallel_size": _priced("interleaved pipeline stages"),
     "megatron.overlap_param_gather_with_optimizer_step": _named(
         "weight gathers beside the optimizer step", False
@@ -158,7 +158,9 @@ BACKEND_KEYS: Final[dict[str, BackendKey]] = {
         "how FP8 values are scaled: current scaling (tensorwise) reads each tensor once more",
         *FP8_RECIPES,
     ),
-    "megatron.fp8_config.param": _named("weights kept in FP8", False),
+    "megatron.fp8_config.param": _priced(
+        "weights kept in FP8 (gathered in FP8 with fp8_param_gather)"
+    ),
     "megatron.fp8_config.wgrad": _named("the weight-gradient GEMMs in bf16", True),
     "megatron.fp8_config.dot_product_attention": _named("attention in FP8", False),
     "megatron.fp8_config.multi_head_attention": _named("attention in FP8", False),
@@ -253,6 +255,10 @@ def backend_knobs(node: Any, section: str, backend: object, dtype: object) -> di
         # a recipe Transformer Engine does not run is named, and priced as bf16.
         "fp8_training": megatron_engine and fp8 is not None,
         "fp8_recipe": recipe if megatron_engine and recipe in FP8_RECIPES else None,
+        # Megatron-Core gathers in FP8 the weights that are FP8 (fp8_config.param)
+        "fp8_param_gather": fp8 is not None
+        and read_bool(fp8, "param", at("megatron.fp8_config.param"), False)
+        and ddp_flag("fp8_param_gather", False),
         "unpriced": tuple(_unpriced(node, section, backend)),
     }
 

@@ -92,6 +92,8 @@ class EngineSection:
     #: Transformer Engine runs (None: bf16, or a recipe the step time does not price)
     fp8_training: bool = False
     fp8_recipe: str | None = None
+    #: fp8_config.param and megatron.ddp.fp8_param_gather: weights kept and gathered in FP8
+    fp8_param_gather: bool = False
     path: object = None
     # the actor's keys of the RL rules
     kl_ctl: int | float | None = None  # None: absent

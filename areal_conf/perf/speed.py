@@ -44,9 +44,9 @@ class TrainingStep:
     recompute_by_backend: Mapping[str, str] = field(default_factory=dict)
     #: Keys of the engine that change its speed and are not priced (said with the step).
     unpriced: tuple[str, ...] = ()
-    #: The FP8 recipe a Megatron layout trains with (None: bf16); AReaL's other backends
-    #: do not read ``megatron.fp8_config``.
-    megatron_fp8: str | None = None
+    #: Knobs of :func:`step_time` for a Megatron layout only (FP8 training: AReaL's other
+    #: backends do not read ``megatron.*``).
+    megatron_knobs: Mapping[str, Any] = field(default_factory=dict)
 
     def recompute(self, backend: str) -> Recompute:
         # step_time checks the value
@@ -73,8 +73,8 @@ class TrainingStep:
         tokens = self.tokens_per_batch if forward_only else self.tokens_per_optimizer_step
         share = tokens // alloc.parallel.dp_size
         knobs = self.knobs
-        if self.megatron_fp8 and alloc.backend == "megatron":
-            knobs = {**knobs, "fp8": self.megatron_fp8}
+        if self.megatron_knobs and alloc.backend == "megatron":
+            knobs = {**knobs, **self.megatron_knobs}
         one = step_time(
             alloc,
             shape,
@@ -155,7 +155,11 @@ def training_step(
         knobs=knobs,
         recompute_by_backend={backend: engine.recompute(backend) for backend in TRAINING_BACKENDS},
         unpriced=engine.unpriced,
-        megatron_fp8=engine.fp8_recipe,
+        megatron_knobs=(
+            {"fp8": engine.fp8_recipe, "fp8_param_gather": engine.fp8_param_gather}
+            if engine.fp8_recipe
+            else {}
+        ),
     )
 
 

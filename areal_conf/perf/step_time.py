@@ -76,7 +76,9 @@ input (forward) and each output's gradient (backward, shared by the data- and
 weight-gradient GEMMs) is quantized first: read in bf16, written in FP8 row-wise and
 column-wise, 4 bytes a value at the HBM bandwidth, 6 with current scaling
 (``tensorwise``), which reads the tensor once more for its amax. The weights are
-quantized on a step's first micro-batch and kept for the others. Collectives stay bf16.
+quantized on a step's first micro-batch and kept for the others. With
+``fp8_param_gather`` the distributed optimizer all-gathers the linear layers' weights in
+FP8 (one byte each); the other collectives stay bf16.
 
 **Overlap.** Communication running beside computation hides behind it, but NCCL's
 kernels then hold ``NCCL_SMS`` streaming multiprocessors, so the computation beside it
@@ -127,7 +129,7 @@ optimizer step.
 
 **Not modelled**: load imbalance between experts or between packed sequences, stragglers
 and network congestion from other jobs, CPU overheads (data loading, Python), kernel
-fusion beyond the above, FP8 weights and FP8 collectives, LoRA (priced as training every
+fusion beyond the above, FP8 tensor-parallel collectives, LoRA (priced as training every
 weight), the rollout engine's weight updates, and Archon beyond treating it as
 Megatron-like (its tensor and pipeline parallelism as Megatron's, its data parallelism as
 FSDP's).
@@ -279,6 +281,7 @@ def step_time(
     dedup_dispatch: bool = False,
     forward_only: bool = False,
     fp8: Fp8 | None = None,
+    fp8_param_gather: bool = False,
 ) -> StepTime:
     """Predicted time of one training step of a layout (see the module docstring).
 
@@ -306,7 +309,9 @@ def step_time(
     ``forward_only``: the time of a forward pass over the same tokens instead (no
     backward, no optimizer step; ``recompute`` does not apply). ``fp8``: the
     linear layers' GEMMs in FP8 with that scaling recipe (AReaL's
-    ``megatron.fp8_config.recipe``), None for bf16.
+    ``megatron.fp8_config.recipe``), None for bf16; ``fp8_param_gather``: those layers'
+    weights kept in FP8 and all-gathered in FP8 by the distributed optimizer (AReaL's
+    ``fp8_config.param`` with ``megatron.ddp.fp8_param_gather``).
 
     Raises AllocationError for an inference backend, an unknown GPU, tokens that are
     not positive integers, a ``tokens_per_step`` smaller than one micro-batch for
@@ -346,8 +351,14 @@ def step_time(
         ("gradient_accumulation_fusion", gradient_accumulation_fusion),
         ("dedup_dispatch", dedup_dispatch),
         ("forward_only", forward_only),
+        ("fp8_param_gather", fp8_param_gather),
     ):
         flag(name, value)
+    if fp8_param_gather and fp8 is None:
+        raise ConfigError(
+            "fp8_param_gather: weights are gathered in FP8 only when they are FP8 (fp8=None)",
+            hint='give fp8 a recipe (e.g. fp8="blockwise"), or fp8_param_gather=False',
+        )
     optional_flag("sequence_parallel", sequence_parallel)
     p = alloc.parallel
     dp = p.dp_size
@@ -382,6 +393,7 @@ def step_time(
         dedup_dispatch,
         forward_only,
         fp8,
+        fp8_param_gather,
     )
 
 
@@ -407,6 +419,7 @@ def _step(
     dedup_dispatch: bool,
     forward_only: bool = False,
     fp8: str | None = None,
+    fp8_params: bool = False,
 ) -> StepTime:
     price = Pricer(gpu)
     if forward_only:
@@ -585,6 +598,8 @@ def _step(
         + 2 * s.vocab * s.h
     ) / (tp * pp)
     expert_params = s.layers * 3 * s.h * s.moe_ffn * s.experts / (etp * ep * pp) if s.experts else 0
+    # the linear layers' dense weights (FP8 with fp8): all but the embedding and output layer
+    linear_dense = dense_params - 2 * s.vocab * s.h / (tp * pp)
     dp_group = dp * cp
     dp_per_node = max(1, min(dp_group, g // tp_per_node))
     edp = par.edp_size
@@ -630,8 +645,11 @@ def _step(
         if distributed_optimizer:  # reduce-scatter gradients, all-gather new weights
             grads = price.ring(dp_group, dp_per_node, dense_params * grad_bytes, busy_per_node, g)
             grads += price.ring(edp, edp_per_node, expert_params * grad_bytes, busy_per_node, g)
-            params = price.ring(dp_group, dp_per_node, dense_params * 2, busy_per_node, g)
-            params += price.ring(edp, edp_per_node, expert_params * 2, busy_per_node, g)
+            # FP8 weights (the linear layers') are gathered in one byte each
+            weight_bytes = 1 if fp8_params else 2
+            dense_bytes = (dense_params - linear_dense) * 2 + linear_dense * weight_bytes
+            params = price.ring(dp_group, dp_per_node, dense_bytes, busy_per_node, g)
+            params += price.ring(edp, edp_per_node, expert_params * weight_bytes, busy_per_node, g)
         else:
             grads = price.all_reduce(dp_group, dp_per_node, dense_params * grad_bytes)
             grads += price.all_reduce(edp, edp_per_node, expert_params * grad_bytes)
@@ -661,8 +679,7 @@ def _step(
     )
     compute = m * stage_compute
     if low:  # the weights quantized on a step's first micro-batch, kept for the others
-        linear_params = dense_params - 2 * s.vocab * s.h / (tp * pp) + expert_params
-        compute += linear_params * per_value / price.hbm
+        compute += (linear_dense + expert_params) * per_value / price.hbm
     total = compute + m * (stage_tp + stage_cp + stage_ep + pp_slot) + bubble + dp_comm + optimizer
     # A forward pass is a third of the 6 FLOPs a weight of forward plus backward.
     model_flops = (

@@ -142,7 +142,8 @@ def test_the_dtype_gradients_are_reduced_in(backend: str, section: dict, expecte
         ({"megatron": {"ddp": {"overlap_grad_reduce": True}}}, []),  # priced
         ({"megatron": {"ddp": {"bucket_size": 40000000}}}, ["actor.megatron.ddp.bucket_size"]),
         ({"megatron": {"fp8_config": {"recipe": "blockwise"}}}, []),  # priced
-        ({"megatron": {"fp8_config": {"param": True}}}, ["actor.megatron.fp8_config.param"]),
+        ({"megatron": {"fp8_config": {"param": True}, "ddp": {"fp8_param_gather": True}}}, []),
+        ({"megatron": {"fp8_config": {"wgrad": False}}}, ["actor.megatron.fp8_config.wgrad"]),
         ({"megatron": {"fp8_config": {"recipe": "x"}}}, ["actor.megatron.fp8_config.recipe"]),
         ({"megatron": {"fp8_config": {"margin": 1}}}, []),  # a detail
         ({"fsdp": {"per_layer_optim_step": True}}, []),  # FSDP's key, a Megatron engine

@@ -349,6 +349,21 @@ def test_fp8_runs_the_linear_layers_at_up_to_twice_the_rate() -> None:
     assert tensorwise.compute - delayed.compute == pytest.approx(amax, rel=1e-6)
 
 
+def test_fp8_weights_are_gathered_in_one_byte() -> None:
+    """With ``fp8_param_gather`` the distributed optimizer all-gathers the linear layers'
+    weights in FP8, one byte each; the embedding and output layer stay bf16."""
+    spec, model = "megatron:d16", LLAMA3_8B  # data parallel over two nodes
+    bf16 = step_time(spec, model, fp8="delayed", **KNOBS)
+    fp8 = step_time(spec, model, fp8="delayed", fp8_param_gather=True, **KNOBS)
+    assert fp8.compute == bf16.compute and fp8.dp_comm < bf16.dp_comm
+    s, price = sizes_of(model), Pricer(HARDWARE["h100"])
+    linear = s.layers * (s.h * s.head_dim * (2 * s.heads + 2 * s.kv_heads) + 3 * s.h * s.ffn)
+    embedding = 2 * s.vocab * s.h
+    ring = price.ring(16, 8, linear * 2 + embedding * 2, 8, 8)
+    halved = price.ring(16, 8, linear + embedding * 2, 8, 8)
+    assert bf16.dp_comm - fp8.dp_comm == pytest.approx(ring - halved, rel=1e-9)
+
+
 # -- bad input: one AllocationError with the fix ------------------------------------------
 
 
@@ -375,6 +390,7 @@ BAD = [
     ("recompute", {"recompute": "some"}, "recompute must be one of", "selective"),
     ("zero3", {"zero3": "deepspeed"}, "zero3 must be one of", "deepspeed-0.3"),
     ("fp8 recipe", {"fp8": "e4m3"}, "fp8 must be one of", "tensorwise"),
+    ("fp8 gather of bf16", {"fp8_param_gather": True}, "only when they are FP8", "blockwise"),
     ("fp8 on an A100", {"fp8": "delayed", "gpu": "a100"}, "has no FP8 tensor cores", "bf16"),
     ("mxfp8 on Hopper", {"fp8": "mxfp8"}, "compute capability 10.0 to below 12.0", "b200"),
     ("float tokens", {"tokens_per_step": 1e6}, "tokens_per_step must be a positive integer", ""),

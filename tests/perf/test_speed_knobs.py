@@ -176,17 +176,24 @@ FP8_MODEL = "actor.path=Qwen/Qwen3-1.7B-FP8"
 def test_fp8_training_is_priced_on_a_megatron_engine(reading: Any) -> None:
     """``megatron.fp8_config`` (AReaL's default recipe ``delayed``) runs the linear
     layers' GEMMs in FP8: faster than bf16; current scaling (``tensorwise``) reads each
-    tensor once more than delayed scaling. ``param`` (weights kept in FP8) is named, and
-    so is a recipe Transformer Engine does not run (priced as bf16)."""
+    tensor once more than delayed scaling. ``param`` with ``ddp.fp8_param_gather``
+    gathers the weights in FP8 (across nodes: cheaper); a recipe Transformer Engine does
+    not run is named and priced as bf16."""
     plain, _, _ = actor_step(reading, FP8_MODEL)
     delayed, note, step = actor_step(reading, FP8_MODEL, "++actor.megatron.fp8_config.mode=e4m3")
     tensorwise, _, _ = actor_step(
         reading, FP8_MODEL, "++actor.megatron.fp8_config.recipe=tensorwise"
     )
-    assert step.megatron_fp8 == "delayed" and "not modelled" not in note
+    assert step.megatron_knobs["fp8"] == "delayed" and "not modelled" not in note
     assert delayed < tensorwise < plain
-    _, note, _ = actor_step(reading, FP8_MODEL, "++actor.megatron.fp8_config.param=true")
-    assert note.endswith("; not modelled: actor.megatron.fp8_config.param")
+    gathered, note, step = actor_step(
+        reading,
+        FP8_MODEL,
+        "++actor.megatron.fp8_config.param=true",
+        "++actor.megatron.ddp.fp8_param_gather=true",
+    )
+    assert step.megatron_knobs["fp8_param_gather"] is True and "not modelled" not in note
+    assert gathered < delayed
     custom, note, _ = actor_step(reading, FP8_MODEL, "++actor.megatron.fp8_config.recipe=custom")
     assert custom == plain and note.endswith("; not modelled: actor.megatron.fp8_config.recipe")
 
@@ -198,4 +205,4 @@ def test_only_megatron_reads_fp8_config(reading: Any) -> None:
     fsdp, _, step = actor_step(
         reading, "actor.backend=fsdp:d16", "++actor.megatron.fp8_config.mode=e4m3"
     )
-    assert fsdp == plain and step.megatron_fp8 is None
+    assert fsdp == plain and not step.megatron_knobs
