@@ -146,6 +146,11 @@ def fp8_refused(gpu: Hardware, recipe: str) -> str:
     return f"the {recipe} recipe needs compute capability {needed}, {have}"
 
 
+def fp8_gpus(recipe: str) -> str:
+    """The GPUs of ``HARDWARE`` that run FP8 ``recipe``, by name (``h100, h200, b200``)."""
+    return ", ".join(name for name, gpu in HARDWARE.items() if not fp8_refused(gpu, recipe))
+
+
 # Examples for a message about a number of a Hardware (H100's, as in HARDWARE below).
 _H100_SHEET = {
     "peak_tflops": 989.0,

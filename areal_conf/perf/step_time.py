@@ -144,7 +144,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from areal_conf.arguments import choice, flag, optional_flag, optional_whole, whole
 from areal_conf.errors import AllocationError, ConfigError
-from areal_conf.model.hardware import FP8_RECIPES, Hardware, fp8_refused, hardware
+from areal_conf.model.hardware import FP8_RECIPES, Hardware, fp8_gpus, fp8_refused, hardware
 from areal_conf.model.shape import ModelShape
 from areal_conf.perf.memory import dtype_bytes
 from areal_conf.perf.pricing import (
@@ -315,7 +315,9 @@ def step_time(
 
     Raises AllocationError for an inference backend, an unknown GPU, tokens that are
     not positive integers, a ``tokens_per_step`` smaller than one micro-batch for
-    every data-parallel rank, or ``fp8`` on a GPU without FP8 tensor cores.
+    every data-parallel rank, an ``fp8`` recipe the GPU does not run (Transformer
+    Engine's rule: :func:`areal_conf.model.hardware.fp8_refused`), or
+    ``fp8_param_gather`` without ``fp8``.
     """
     alloc = as_allocation(allocation_or_spec)
     gpu_ = hardware(gpu)
@@ -339,8 +341,8 @@ def step_time(
         if refused:
             raise ConfigError(
                 f"fp8={fp8!r}: {refused}",
-                hint="train in bf16 (fp8=None), another recipe, or a GPU that runs it "
-                "(delayed, tensorwise, blockwise: h100, h200, b200; mxfp8: b200)",
+                hint=f"train in bf16 (fp8=None), another recipe, or a GPU that runs {fp8} "
+                f"({fp8_gpus(fp8)})",
             )
     for name, value in (
         ("overlap_grad_reduce", overlap_grad_reduce),

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from areal_conf.config.run_config import EngineSection
 from areal_conf.errors import ConfigError
 from areal_conf.hints import Option, either, fix
-from areal_conf.model.hardware import HARDWARE, fp8_refused, hardware
+from areal_conf.model.hardware import fp8_gpus, fp8_refused, hardware
 from areal_conf.model.shape import read_source
 from areal_conf.plan.plan import EnginePlan
 from areal_conf.rules.common import own_model
@@ -74,8 +74,7 @@ def check_fp8_gpu(ctx: Context) -> None:
             if not fp8_refused(gpu, other):
                 options = [fix(f"{key}.recipe={other}"), ", or ", *options]
                 break
-        able = ", ".join(name for name, g in HARDWARE.items() if not fp8_refused(g, recipe))
         raise ConfigError(
             f"{key}: {refused}: Transformer Engine would stop the {e.name} at its first FP8 step",
-            hint=either(*options, ", or ", f"a GPU that runs {recipe} ({able})"),
+            hint=either(*options, ", or ", f"a GPU that runs {recipe} ({fp8_gpus(recipe)})"),
         )
