@@ -21,6 +21,7 @@ from areal_conf.cli.options import (
     settings_from,
 )
 from areal_conf.errors import ConfigError
+from areal_conf.model.hardware import FP8_RECIPES
 from areal_conf.model.shape import SHAPE_KEYS, merge_model
 from areal_conf.overrides import shell_sweep_override
 from areal_conf.plan.report import columns, decode_rows, memory_text, ranked_layout_rows
@@ -131,6 +132,14 @@ def add_layouts_command(commands: Any) -> None:
         help="for --fits: recompute activations in the backward pass (full recomputation)",
     )
     parser.add_argument(
+        "--fp8",
+        choices=FP8_RECIPES,
+        metavar="RECIPE",
+        help="with --rank of megatron: train in FP8 with this scaling recipe ("
+        + ", ".join(FP8_RECIPES)
+        + "), as megatron.fp8_config.recipe sets it",
+    )
+    parser.add_argument(
         "--max-tp",
         type=_max_tp_arg,
         default=_LAYOUTS_MAX_TP,
@@ -181,6 +190,14 @@ def _layouts(args: argparse.Namespace) -> None:
         raise ConfigError(
             "--top and --plot rank the layouts by predicted speed",
             hint="add --rank",
+        )
+    if args.fp8 and not args.rank:
+        raise ConfigError("--fp8 prices FP8 training in the ranking", hint="add --rank")
+    if args.fp8 and args.backend != "megatron":
+        raise ConfigError(
+            f"--fp8: AReaL trains in FP8 on megatron only (megatron.fp8_config), not "
+            f"{args.backend}",
+            hint="rank megatron layouts (layouts megatron ...), or leave out --fp8",
         )
     if args.rank:
         _ranked_layouts(args, settings, model, engine)
@@ -266,6 +283,7 @@ def _ranked_layouts(
         max_tp=args.max_tp,
         gpu_memory_gb=gpu_memory_gb,
         fits_only=args.fits,
+        **({"fp8": args.fp8} if args.fp8 else {}),
         **asked,
     )
     if not ranked:
@@ -278,8 +296,10 @@ def _ranked_layouts(
         print(shell_sweep_override(f"{engine}.backend", [r.spec for r in ranked]))
         return
     print("\n".join(columns(ranked_layout_rows(ranked, "#"))))
+    precision = f" in FP8 ({args.fp8})" if args.fp8 else ""
     print(
-        f"predicted on {said}: {args.tokens_per_step:,} tokens a step, micro-batches of at "
+        f"predicted on {said}{precision}: {args.tokens_per_step:,} tokens a step, "
+        "micro-batches of at "
         f"most {microbatch:,} tokens, {gpu.inter_node_gb_per_s:g} GB/s network per GPU and "
         f"{per_node} GPUs a node; GB/GPU against {gpu_memory_gb:g} GB"
     )

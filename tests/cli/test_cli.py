@@ -163,6 +163,25 @@ def test_layouts_rank_reads_the_gpu_from_the_environment(
     assert out.splitlines()[-1].endswith("GB/GPU against 141 GB")
 
 
+def test_layouts_rank_in_fp8(cli: Any) -> None:
+    """``--fp8 RECIPE`` ranks Megatron layouts trained in FP8 (faster than bf16); a GPU
+    that does not run the recipe, or a backend AReaL does not train in FP8, is refused."""
+    argv = ["layouts", "megatron", "--gpus", "8", "--model", f"hf_config={HF}", "--rank"]
+
+    def fastest(*more: str) -> float:
+        status, out, err = cli(*argv, "--top", "1", *more)
+        assert status == 0, err
+        return float(out.splitlines()[1].split()[2])  # the first row's s/step
+
+    assert fastest("--fp8", "blockwise") < fastest()
+    status, _, err = cli(*argv, "--fp8", "mxfp8", "--gpu", "h100")
+    assert status == 2 and "compute capability 10.0" in err and "b200" in err
+    status, _, err = cli(*argv[:1], "fsdp", *argv[2:], "--fp8", "delayed")
+    assert status == 2 and "megatron only" in err
+    status, _, err = cli(*argv[:-1], "--fp8", "delayed")
+    assert status == 2 and "add --rank" in err
+
+
 @pytest.mark.e2e
 def test_a_dry_run_sweep_leaves_nothing_in_the_areal_tree(tmp_path: Path) -> None:
     tree = tmp_path / "areal"

@@ -184,6 +184,7 @@ def test_migrate(legacy: str) -> None:
         _flag("--engine", st.one_of(TEXT, st.sampled_from(["actor", "rollout", "gconfig"]))),
         _flag("--model", st.sampled_from(["num_layers=4", "num_layers=nan", "num_experts=8"])),
         st.sampled_from([[], ["--fits"], ["--rank"], ["--hydra"], ["--gradient-checkpointing"]]),
+        _flag("--fp8", st.one_of(TEXT, st.sampled_from(["delayed", "mxfp8"]))),
     ),
 )
 def test_layouts(backend: str, gpus: str, flags: list[str]) -> None:

@@ -96,6 +96,7 @@ def test_layouts_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture
 
 BAD_RANK: list[tuple[list[str], str, str]] = [
     (["layouts", "fsdp", "--gpus", "8", "--top", "2"], "--top and --plot rank", "add --rank"),
+    (["layouts", "megatron", "--gpus", "8", "--fp8", "delayed"], "--fp8 prices", "add --rank"),
     (["layouts", "fsdp", "--gpus", "8", "--rank"], "model shape unknown", "hidden_size"),
     ([*RANK, "--top", "0"], "top must be a positive integer", "e.g. 5"),
     ([*RANK, "--tokens-per-step", "0"], "tokens_per_step must be a positive integer", "above 0"),
